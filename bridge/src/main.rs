@@ -1,0 +1,25 @@
+//! The `kraken` binary: parse arguments, start telemetry, run the chosen subcommand.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = kraken_bridge::cli::Cli::parse();
+    kraken_bridge::cli::init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: failed to start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli.run()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

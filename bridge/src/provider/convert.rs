@@ -1,0 +1,601 @@
+//! The translation layer shared by the protocol 5 and 6 adapters.
+//!
+//! tfplugin5 and tfplugin6 are the same protocol with renamed RPCs and messages, plus nested
+//! attributes in 6. Rather than write the translation twice, [`provider_adapter!`] expands it
+//! once per protocol module; each adapter file supplies only what differs (RPC names and
+//! nested-attribute conversion).
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::launch::PluginClient;
+use super::{ProviderError, Result};
+
+/// gRPC message limit for provider answers: large providers' schemas run to tens of MiB.
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Run one RPC, racing it against the provider process's exit: a crash fails the request with
+/// [`ProviderError::Crashed`] and is never reported as success.
+pub async fn call<T, F>(client: &PluginClient, rpc: &'static str, fut: F) -> Result<T>
+where
+    F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+{
+    let span = tracing::debug_span!("rpc", rpc, provider = %client.name);
+    let _enter = span.enter();
+    drop(_enter);
+    tokio::select! {
+        biased;
+        res = fut => match res {
+            Ok(resp) => Ok(resp.into_inner()),
+            Err(status) => {
+                // A transport error is often the first sign of a crash; give the supervisor a
+                // moment to observe the exit so the caller gets the accurate error.
+                let exited = tokio::time::timeout(Duration::from_millis(500), client.exited())
+                    .await
+                    .is_ok();
+                if exited {
+                    Err(ProviderError::Crashed { rpc })
+                } else {
+                    Err(ProviderError::Rpc { rpc, status: Box::new(status) })
+                }
+            }
+        },
+        () = client.exited() => Err(ProviderError::Crashed { rpc }),
+    }
+}
+
+/// Expand the adapter for one protocol module.
+///
+/// `$proto` is the generated module; the `rpc` map names the client methods and message
+/// modules that differ between protocols.
+macro_rules! provider_adapter {
+    (
+        proto = $proto:ident,
+        adapter = $adapter:ident,
+        version = $version:expr,
+        nested_type = $nested_type:path,
+        get_schema = ($get_schema:ident, $get_schema_msg:ident),
+        validate_provider = ($validate_provider:ident, $validate_provider_msg:ident),
+        validate_resource = ($validate_resource:ident, $validate_resource_msg:ident),
+        validate_data = ($validate_data:ident, $validate_data_msg:ident),
+        configure = ($configure:ident, $configure_msg:ident),
+        stop = ($stop:ident, $stop_msg:ident) $(,)?
+    ) => {
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+
+        use async_trait::async_trait;
+        use kraken_proto::$proto as proto;
+        use proto::provider_client::ProviderClient;
+        use tokio::sync::OnceCell;
+        use tonic::transport::Channel;
+
+        use crate::provider::convert::{MAX_MESSAGE_BYTES, call};
+        use crate::provider::launch::PluginClient;
+        use crate::provider::schema::{
+            self as domain, Block, BlockNesting, NestedBlock, ProviderSchema, Schema, StringKind,
+        };
+        use crate::provider::{
+            ApplyRequest, ApplyResponse, Diagnostic, ImportResponse, ImportedResource, PlanRequest,
+            PlanResponse, Provider, ProviderError, ReadDataResponse, ReadRequest, ReadResponse,
+            Result, Severity, UpgradeRequest, UpgradeResponse,
+        };
+        use crate::value::{AttrPath, PathStep, Type, Value, json, msgpack};
+
+        #[doc = concat!("The protocol ", stringify!($version), " adapter.")]
+        pub struct $adapter {
+            plugin: PluginClient,
+            client: ProviderClient<Channel>,
+            schema: OnceCell<Arc<ProviderSchema>>,
+        }
+
+        impl $adapter {
+            pub fn new(plugin: PluginClient) -> Self {
+                let client = ProviderClient::new(plugin.channel.clone())
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                Self {
+                    plugin,
+                    client,
+                    schema: OnceCell::new(),
+                }
+            }
+
+            /// The process behind this adapter.
+            pub fn plugin(&self) -> &PluginClient {
+                &self.plugin
+            }
+
+            fn client(&self) -> ProviderClient<Channel> {
+                self.client.clone()
+            }
+
+            async fn resource_type(&self, type_name: &str) -> Result<Type> {
+                let schema = self.schema().await?;
+                schema
+                    .resources
+                    .get(type_name)
+                    .map(|s| s.block.implied_type())
+                    .ok_or_else(|| ProviderError::UnknownType {
+                        kind: "resource",
+                        type_name: type_name.to_string(),
+                    })
+            }
+
+            async fn data_type(&self, type_name: &str) -> Result<Type> {
+                let schema = self.schema().await?;
+                schema
+                    .data_sources
+                    .get(type_name)
+                    .map(|s| s.block.implied_type())
+                    .ok_or_else(|| ProviderError::UnknownType {
+                        kind: "data source",
+                        type_name: type_name.to_string(),
+                    })
+            }
+
+            async fn provider_type(&self) -> Result<Type> {
+                Ok(self.schema().await?.provider.block.implied_type())
+            }
+
+            async fn fetch_schema(&self) -> Result<Arc<ProviderSchema>> {
+                let resp = call(
+                    &self.plugin,
+                    stringify!($get_schema),
+                    self.client()
+                        .$get_schema(proto::$get_schema_msg::Request::default()),
+                )
+                .await?;
+                let diagnostics = diagnostics(resp.diagnostics);
+                let Some(provider) = resp.provider else {
+                    let text = diagnostics
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    return Err(ProviderError::Schema(text));
+                };
+                let conv = |m: std::collections::HashMap<String, proto::Schema>| {
+                    m.into_iter()
+                        .map(|(k, v)| Ok((k, schema(v)?)))
+                        .collect::<Result<BTreeMap<_, _>>>()
+                };
+                let caps = resp.server_capabilities.unwrap_or_default();
+                Ok(Arc::new(ProviderSchema {
+                    provider: schema(provider)?,
+                    provider_meta: resp.provider_meta.map(schema).transpose()?,
+                    resources: conv(resp.resource_schemas)?,
+                    data_sources: conv(resp.data_source_schemas)?,
+                    ephemeral_resources: conv(resp.ephemeral_resource_schemas)?,
+                    list_resources: BTreeMap::new(),
+                    functions: resp
+                        .functions
+                        .into_iter()
+                        .map(|(k, f)| Ok((k, function(f)?)))
+                        .collect::<Result<_>>()?,
+                    capabilities: domain::ServerCapabilities {
+                        plan_destroy: caps.plan_destroy,
+                        get_provider_schema_optional: caps.get_provider_schema_optional,
+                        move_resource_state: caps.move_resource_state,
+                    },
+                    diagnostics,
+                }))
+            }
+        }
+
+        fn encode(
+            rpc: &'static str,
+            what: &str,
+            v: &Value,
+            ty: &Type,
+        ) -> Result<proto::DynamicValue> {
+            let bytes = msgpack::encode(v, ty).map_err(|source| ProviderError::Encode {
+                rpc,
+                what: what.to_string(),
+                source,
+            })?;
+            Ok(proto::DynamicValue {
+                msgpack: bytes,
+                json: Vec::new(),
+            })
+        }
+
+        fn decode(
+            rpc: &'static str,
+            what: &str,
+            v: Option<proto::DynamicValue>,
+            ty: &Type,
+        ) -> Result<Value> {
+            let err = |source: Box<dyn std::error::Error + Send + Sync>| ProviderError::Decode {
+                rpc,
+                what: what.to_string(),
+                source,
+            };
+            match v {
+                None => Ok(Value::Null),
+                Some(dv) if !dv.msgpack.is_empty() => {
+                    msgpack::decode(&dv.msgpack, ty).map_err(|e| err(Box::new(e)))
+                }
+                Some(dv) if !dv.json.is_empty() => {
+                    json::decode_json_bytes(&dv.json, ty).map_err(|e| err(Box::new(e)))
+                }
+                Some(_) => Ok(Value::Null),
+            }
+        }
+
+        fn attribute_path(path: proto::AttributePath) -> AttrPath {
+            use proto::attribute_path::step::Selector;
+            let steps = path
+                .steps
+                .into_iter()
+                .filter_map(|s| s.selector)
+                .map(|sel| match sel {
+                    Selector::AttributeName(n) => PathStep::Attr(n),
+                    Selector::ElementKeyString(k) => PathStep::Key(k),
+                    Selector::ElementKeyInt(i) => PathStep::Index(i),
+                })
+                .collect();
+            AttrPath { steps }
+        }
+
+        fn diagnostics(list: Vec<proto::Diagnostic>) -> Vec<Diagnostic> {
+            list.into_iter()
+                .map(|d| Diagnostic {
+                    severity: if d.severity == proto::diagnostic::Severity::Warning as i32 {
+                        Severity::Warning
+                    } else {
+                        // INVALID counts as an error: an unclassified problem must not pass.
+                        Severity::Error
+                    },
+                    summary: d.summary,
+                    detail: d.detail,
+                    attribute: d.attribute.map(attribute_path),
+                })
+                .collect()
+        }
+
+        pub(super) fn string_kind(kind: i32) -> StringKind {
+            if kind == proto::StringKind::Markdown as i32 {
+                StringKind::Markdown
+            } else {
+                StringKind::Plain
+            }
+        }
+
+        pub(super) fn parse_type(rpc: &'static str, what: &str, bytes: &[u8]) -> Result<Type> {
+            Type::from_json_bytes(bytes).map_err(|e| ProviderError::Decode {
+                rpc,
+                what: what.to_string(),
+                source: Box::new(e),
+            })
+        }
+
+        fn schema(s: proto::Schema) -> Result<Schema> {
+            Ok(Schema {
+                version: s.version,
+                block: block(s.block.unwrap_or_default())?,
+            })
+        }
+
+        fn block(b: proto::schema::Block) -> Result<Block> {
+            let mut out = Block {
+                description: b.description,
+                description_kind: string_kind(b.description_kind),
+                deprecated: b.deprecated,
+                ..Default::default()
+            };
+            for a in b.attributes {
+                let (name, attr) = attribute(a)?;
+                out.attributes.insert(name, attr);
+            }
+            for nb in b.block_types {
+                use proto::schema::nested_block::NestingMode;
+                let nesting = match NestingMode::try_from(nb.nesting) {
+                    Ok(NestingMode::Single) => BlockNesting::Single,
+                    Ok(NestingMode::List) => BlockNesting::List,
+                    Ok(NestingMode::Set) => BlockNesting::Set,
+                    Ok(NestingMode::Map) => BlockNesting::Map,
+                    Ok(NestingMode::Group) => BlockNesting::Group,
+                    _ => {
+                        return Err(ProviderError::Protocol {
+                            rpc: stringify!($get_schema),
+                            reason: format!(
+                                "block type {:?} has invalid nesting mode {}",
+                                nb.type_name, nb.nesting
+                            ),
+                        });
+                    }
+                };
+                out.block_types.insert(
+                    nb.type_name,
+                    NestedBlock {
+                        block: block(nb.block.unwrap_or_default())?,
+                        nesting,
+                        min_items: nb.min_items,
+                        max_items: nb.max_items,
+                    },
+                );
+            }
+            Ok(out)
+        }
+
+        pub(super) fn attribute(
+            a: proto::schema::Attribute,
+        ) -> Result<(String, domain::Attribute)> {
+            let nested = $nested_type(&a)?;
+            let ty = if a.r#type.is_empty() {
+                None
+            } else {
+                Some(parse_type(
+                    stringify!($get_schema),
+                    &format!("the type of attribute {:?}", a.name),
+                    &a.r#type,
+                )?)
+            };
+            Ok((
+                a.name,
+                domain::Attribute {
+                    ty,
+                    nested_type: nested,
+                    description: a.description,
+                    description_kind: string_kind(a.description_kind),
+                    required: a.required,
+                    optional: a.optional,
+                    computed: a.computed,
+                    sensitive: a.sensitive,
+                    deprecated: a.deprecated,
+                    write_only: a.write_only,
+                },
+            ))
+        }
+
+        fn function(f: proto::Function) -> Result<domain::Function> {
+            let rpc = stringify!($get_schema);
+            let param = |p: proto::function::Parameter| -> Result<domain::Parameter> {
+                Ok(domain::Parameter {
+                    ty: parse_type(rpc, &format!("function parameter {:?}", p.name), &p.r#type)?,
+                    name: p.name,
+                    allow_null_value: p.allow_null_value,
+                    allow_unknown_values: p.allow_unknown_values,
+                    description: p.description,
+                    description_kind: string_kind(p.description_kind),
+                })
+            };
+            Ok(domain::Function {
+                parameters: f.parameters.into_iter().map(param).collect::<Result<_>>()?,
+                variadic_parameter: f.variadic_parameter.map(param).transpose()?,
+                return_type: match f.r#return {
+                    Some(r) => parse_type(rpc, "function return type", &r.r#type)?,
+                    None => Type::Dynamic,
+                },
+                summary: f.summary,
+                description: f.description,
+                description_kind: string_kind(f.description_kind),
+                deprecation_message: f.deprecation_message,
+            })
+        }
+
+        // Requests end in `..Default::default()` even where every field is set today, so that
+        // fields a newer protocol minor adds keep their zero value without touching this code.
+        #[allow(clippy::needless_update)]
+        #[async_trait]
+        impl Provider for $adapter {
+            fn protocol_version(&self) -> u32 {
+                $version
+            }
+
+            async fn schema(&self) -> Result<Arc<ProviderSchema>> {
+                self.schema
+                    .get_or_try_init(|| self.fetch_schema())
+                    .await
+                    .cloned()
+            }
+
+            async fn validate_provider_config(&self, config: &Value) -> Result<Vec<Diagnostic>> {
+                let rpc = stringify!($validate_provider);
+                let ty = self.provider_type().await?;
+                let req = proto::$validate_provider_msg::Request {
+                    config: Some(encode(rpc, "provider config", config, &ty)?),
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().$validate_provider(req)).await?;
+                Ok(diagnostics(resp.diagnostics))
+            }
+
+            async fn validate_resource_config(
+                &self,
+                type_name: &str,
+                config: &Value,
+            ) -> Result<Vec<Diagnostic>> {
+                let rpc = stringify!($validate_resource);
+                let ty = self.resource_type(type_name).await?;
+                let req = proto::$validate_resource_msg::Request {
+                    type_name: type_name.to_string(),
+                    config: Some(encode(rpc, "config", config, &ty)?),
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().$validate_resource(req)).await?;
+                Ok(diagnostics(resp.diagnostics))
+            }
+
+            async fn validate_data_source_config(
+                &self,
+                type_name: &str,
+                config: &Value,
+            ) -> Result<Vec<Diagnostic>> {
+                let rpc = stringify!($validate_data);
+                let ty = self.data_type(type_name).await?;
+                let req = proto::$validate_data_msg::Request {
+                    type_name: type_name.to_string(),
+                    config: Some(encode(rpc, "config", config, &ty)?),
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().$validate_data(req)).await?;
+                Ok(diagnostics(resp.diagnostics))
+            }
+
+            async fn configure(
+                &self,
+                terraform_version: &str,
+                config: &Value,
+            ) -> Result<Vec<Diagnostic>> {
+                let rpc = stringify!($configure);
+                let ty = self.provider_type().await?;
+                let req = proto::$configure_msg::Request {
+                    terraform_version: terraform_version.to_string(),
+                    config: Some(encode(rpc, "provider config", config, &ty)?),
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().$configure(req)).await?;
+                Ok(diagnostics(resp.diagnostics))
+            }
+
+            async fn upgrade_resource_state(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+                let rpc = "upgrade_resource_state";
+                let ty = self.resource_type(&req.type_name).await?;
+                let msg = proto::upgrade_resource_state::Request {
+                    type_name: req.type_name,
+                    version: req.version,
+                    raw_state: Some(proto::RawState {
+                        json: req.raw_state_json,
+                        ..Default::default()
+                    }),
+                };
+                let resp =
+                    call(&self.plugin, rpc, self.client().upgrade_resource_state(msg)).await?;
+                Ok(UpgradeResponse {
+                    upgraded_state: decode(rpc, "upgraded state", resp.upgraded_state, &ty)?,
+                    diagnostics: diagnostics(resp.diagnostics),
+                })
+            }
+
+            async fn read_resource(&self, req: ReadRequest) -> Result<ReadResponse> {
+                let rpc = "read_resource";
+                let ty = self.resource_type(&req.type_name).await?;
+                let msg = proto::read_resource::Request {
+                    current_state: Some(encode(rpc, "current state", &req.current_state, &ty)?),
+                    type_name: req.type_name,
+                    private: req.private,
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().read_resource(msg)).await?;
+                Ok(ReadResponse {
+                    new_state: decode(rpc, "new state", resp.new_state, &ty)?,
+                    private: resp.private,
+                    diagnostics: diagnostics(resp.diagnostics),
+                })
+            }
+
+            async fn plan_resource_change(&self, req: PlanRequest) -> Result<PlanResponse> {
+                let rpc = "plan_resource_change";
+                let ty = self.resource_type(&req.type_name).await?;
+                let msg = proto::plan_resource_change::Request {
+                    prior_state: Some(encode(rpc, "prior state", &req.prior_state, &ty)?),
+                    proposed_new_state: Some(encode(
+                        rpc,
+                        "proposed new state",
+                        &req.proposed_new_state,
+                        &ty,
+                    )?),
+                    config: Some(encode(rpc, "config", &req.config, &ty)?),
+                    type_name: req.type_name,
+                    prior_private: req.prior_private,
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().plan_resource_change(msg)).await?;
+                Ok(PlanResponse {
+                    planned_state: decode(rpc, "planned state", resp.planned_state, &ty)?,
+                    requires_replace: resp
+                        .requires_replace
+                        .into_iter()
+                        .map(attribute_path)
+                        .collect(),
+                    planned_private: resp.planned_private,
+                    diagnostics: diagnostics(resp.diagnostics),
+                    legacy_type_system: resp.legacy_type_system,
+                })
+            }
+
+            async fn apply_resource_change(&self, req: ApplyRequest) -> Result<ApplyResponse> {
+                let rpc = "apply_resource_change";
+                let ty = self.resource_type(&req.type_name).await?;
+                let msg = proto::apply_resource_change::Request {
+                    prior_state: Some(encode(rpc, "prior state", &req.prior_state, &ty)?),
+                    planned_state: Some(encode(rpc, "planned state", &req.planned_state, &ty)?),
+                    config: Some(encode(rpc, "config", &req.config, &ty)?),
+                    type_name: req.type_name,
+                    planned_private: req.planned_private,
+                    ..Default::default()
+                };
+                let resp =
+                    call(&self.plugin, rpc, self.client().apply_resource_change(msg)).await?;
+                Ok(ApplyResponse {
+                    new_state: decode(rpc, "new state", resp.new_state, &ty)?,
+                    private: resp.private,
+                    diagnostics: diagnostics(resp.diagnostics),
+                    legacy_type_system: resp.legacy_type_system,
+                })
+            }
+
+            async fn import_resource_state(
+                &self,
+                type_name: &str,
+                id: &str,
+            ) -> Result<ImportResponse> {
+                let rpc = "import_resource_state";
+                let msg = proto::import_resource_state::Request {
+                    type_name: type_name.to_string(),
+                    id: id.to_string(),
+                    ..Default::default()
+                };
+                let resp =
+                    call(&self.plugin, rpc, self.client().import_resource_state(msg)).await?;
+                let mut imported = Vec::with_capacity(resp.imported_resources.len());
+                for r in resp.imported_resources {
+                    let ty = self.resource_type(&r.type_name).await?;
+                    imported.push(ImportedResource {
+                        state: decode(rpc, "imported state", r.state, &ty)?,
+                        type_name: r.type_name,
+                        private: r.private,
+                    });
+                }
+                Ok(ImportResponse {
+                    imported,
+                    diagnostics: diagnostics(resp.diagnostics),
+                })
+            }
+
+            async fn read_data_source(
+                &self,
+                type_name: &str,
+                config: &Value,
+            ) -> Result<ReadDataResponse> {
+                let rpc = "read_data_source";
+                let ty = self.data_type(type_name).await?;
+                let msg = proto::read_data_source::Request {
+                    type_name: type_name.to_string(),
+                    config: Some(encode(rpc, "config", config, &ty)?),
+                    ..Default::default()
+                };
+                let resp = call(&self.plugin, rpc, self.client().read_data_source(msg)).await?;
+                Ok(ReadDataResponse {
+                    state: decode(rpc, "state", resp.state, &ty)?,
+                    diagnostics: diagnostics(resp.diagnostics),
+                })
+            }
+
+            async fn stop(&self) -> Result<String> {
+                let rpc = stringify!($stop);
+                let resp = call(
+                    &self.plugin,
+                    rpc,
+                    self.client().$stop(proto::$stop_msg::Request::default()),
+                )
+                .await?;
+                Ok(resp.error)
+            }
+        }
+    };
+}
+
+pub(crate) use provider_adapter;

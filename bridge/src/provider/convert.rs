@@ -44,6 +44,30 @@ where
     }
 }
 
+/// The cty type of every resource, data source and the provider block, derived once from the
+/// schema: encoding a value needs its type on every RPC, and deriving it walks the schema.
+pub struct ImpliedTypes {
+    pub provider: std::sync::Arc<crate::value::Type>,
+    pub resources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
+    pub data_sources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
+}
+
+impl ImpliedTypes {
+    pub fn new(schema: &super::ProviderSchema) -> Self {
+        use std::sync::Arc;
+        let derive = |m: &std::collections::BTreeMap<String, super::schema::Schema>| {
+            m.iter()
+                .map(|(k, s)| (k.clone(), Arc::new(s.block.implied_type())))
+                .collect()
+        };
+        Self {
+            provider: Arc::new(schema.provider.block.implied_type()),
+            resources: derive(&schema.resources),
+            data_sources: derive(&schema.data_sources),
+        }
+    }
+}
+
 /// Expand the adapter for one protocol module.
 ///
 /// `$proto` is the generated module; the `rpc` map names the client methods and message
@@ -86,7 +110,10 @@ macro_rules! provider_adapter {
         pub struct $adapter {
             plugin: PluginClient,
             client: ProviderClient<Channel>,
-            schema: OnceCell<Arc<ProviderSchema>>,
+            schema: OnceCell<(
+                Arc<ProviderSchema>,
+                Arc<crate::provider::convert::ImpliedTypes>,
+            )>,
         }
 
         impl $adapter {
@@ -110,32 +137,46 @@ macro_rules! provider_adapter {
                 self.client.clone()
             }
 
-            async fn resource_type(&self, type_name: &str) -> Result<Type> {
-                let schema = self.schema().await?;
-                schema
+            /// The schema and the value types derived from it, fetched and computed once.
+            async fn loaded(
+                &self,
+            ) -> Result<&(
+                Arc<ProviderSchema>,
+                Arc<crate::provider::convert::ImpliedTypes>,
+            )> {
+                self.schema
+                    .get_or_try_init(|| async {
+                        let schema = self.fetch_schema().await?;
+                        let types = Arc::new(crate::provider::convert::ImpliedTypes::new(&schema));
+                        Ok((schema, types))
+                    })
+                    .await
+            }
+
+            async fn resource_type(&self, type_name: &str) -> Result<Arc<Type>> {
+                let (_, types) = self.loaded().await?;
+                types
                     .resources
                     .get(type_name)
-                    .map(|s| s.block.implied_type())
+                    .cloned()
                     .ok_or_else(|| ProviderError::UnknownType {
                         kind: "resource",
                         type_name: type_name.to_string(),
                     })
             }
 
-            async fn data_type(&self, type_name: &str) -> Result<Type> {
-                let schema = self.schema().await?;
-                schema
-                    .data_sources
-                    .get(type_name)
-                    .map(|s| s.block.implied_type())
-                    .ok_or_else(|| ProviderError::UnknownType {
+            async fn data_type(&self, type_name: &str) -> Result<Arc<Type>> {
+                let (_, types) = self.loaded().await?;
+                types.data_sources.get(type_name).cloned().ok_or_else(|| {
+                    ProviderError::UnknownType {
                         kind: "data source",
                         type_name: type_name.to_string(),
-                    })
+                    }
+                })
             }
 
-            async fn provider_type(&self) -> Result<Type> {
-                Ok(self.schema().await?.provider.block.implied_type())
+            async fn provider_type(&self) -> Result<Arc<Type>> {
+                Ok(self.loaded().await?.1.provider.clone())
             }
 
             async fn fetch_schema(&self) -> Result<Arc<ProviderSchema>> {
@@ -385,10 +426,7 @@ macro_rules! provider_adapter {
             }
 
             async fn schema(&self) -> Result<Arc<ProviderSchema>> {
-                self.schema
-                    .get_or_try_init(|| self.fetch_schema())
-                    .await
-                    .cloned()
+                Ok(self.loaded().await?.0.clone())
             }
 
             async fn validate_provider_config(&self, config: &Value) -> Result<Vec<Diagnostic>> {

@@ -184,6 +184,10 @@ pub struct PluginClient {
     pub protocol: u32,
     pub channel: Channel,
     pub name: String,
+    /// Where the plugin listens (a unix socket path, or host:port on platforms without them).
+    pub address: String,
+    /// Whether the connection is AutoMTLS (pinned certificates both ways).
+    pub tls: bool,
     process: Arc<Process>,
 }
 
@@ -192,9 +196,9 @@ struct Process {
     exit: watch::Receiver<Option<String>>,
     kill: Mutex<Option<oneshot::Sender<()>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Becomes true when the provider's stderr reaches end of file.
+    stderr_closed: watch::Receiver<bool>,
     shutdown_grace: Duration,
-    // Held so the socket directory lives exactly as long as the process.
-    _socket_dir: tempfile::TempDir,
 }
 
 impl Drop for Process {
@@ -229,13 +233,15 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
     let mut child = spawn(opts, socket_dir.path(), identity.as_ref())?;
     let pid = child.id();
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-    if let Some(stderr) = child.stderr.take() {
-        drain_lines(
+    let (stderr_closed_tx, stderr_closed) = watch::channel(false);
+    match child.stderr.take() {
+        Some(stderr) => drain_stderr(
             stderr,
             opts.name.clone(),
-            "stderr",
-            Some(stderr_tail.clone()),
-        );
+            stderr_tail.clone(),
+            stderr_closed_tx,
+        ),
+        None => drop(stderr_closed_tx.send(true)),
     }
     let Some(stdout) = child.stdout.take() else {
         return Err(LaunchError::BadHandshake {
@@ -251,10 +257,10 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
         exit: exit_rx,
         kill: Mutex::new(Some(kill_tx)),
         stderr_tail,
+        stderr_closed,
         shutdown_grace: opts.shutdown_grace,
-        _socket_dir: socket_dir,
     });
-    supervise(child, opts.name.clone(), exit_tx, kill_rx);
+    supervise(child, socket_dir, opts.name.clone(), exit_tx, kill_rx);
 
     let mut lines = BufReader::new(stdout).lines();
     let handshake = read_handshake(opts, &mut lines, &process).await?;
@@ -298,6 +304,8 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
         protocol: handshake.app_protocol,
         channel,
         name: opts.name.clone(),
+        address: handshake.address.clone(),
+        tls: identity.is_some(),
         process,
     })
 }
@@ -328,6 +336,10 @@ fn spawn(
                 .join(","),
         )
         .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir)
+        // go-plugin releases before PLUGIN_UNIX_SOCKET_DIR made their socket with the process
+        // temp directory; pointing TMPDIR at the private directory covers them too (and the
+        // provider's other temporary files are removed with it when the process exits).
+        .env("TMPDIR", socket_dir)
         .env_remove("PLUGIN_CLIENT_CERT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -347,8 +359,10 @@ fn spawn(
 }
 
 /// Own the child: publish its exit status, and kill it when asked (or when the client is gone).
+/// The socket directory lives exactly as long as the process.
 fn supervise(
     mut child: Child,
+    socket_dir: tempfile::TempDir,
     name: String,
     exit_tx: watch::Sender<Option<String>>,
     kill_rx: oneshot::Receiver<()>,
@@ -366,6 +380,7 @@ fn supervise(
             Err(err) => format!("unknown exit status: {err}"),
         };
         debug!(provider = %name, status = %text, "provider process exited");
+        drop(socket_dir);
         let _ = exit_tx.send(Some(text));
     });
 }
@@ -408,6 +423,9 @@ where
                     .ok()
                     .and_then(|r| r.ok().and_then(|s| s.clone()))
                     .unwrap_or_else(|| "closed its stdout".to_string());
+            // Let the stderr reader catch up so the error shows why the provider gave up.
+            let mut closed = process.stderr_closed.clone();
+            let _ = tokio::time::timeout(Duration::from_secs(1), closed.wait_for(|c| *c)).await;
             return Err(LaunchError::ExitedEarly {
                 name: opts.name.clone(),
                 status,
@@ -443,27 +461,26 @@ fn stderr_suffix(process: &Process) -> String {
     }
 }
 
-fn drain_lines<R>(
+fn drain_stderr<R>(
     reader: R,
     name: String,
-    stream: &'static str,
-    tail: Option<Arc<Mutex<VecDeque<String>>>>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    closed: watch::Sender<bool>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
         let mut lines = BufReader::new(reader).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            debug!(provider = %name, stream, "{line}");
-            if let Some(tail) = &tail
-                && let Ok(mut t) = tail.lock()
-            {
+            debug!(provider = %name, stream = "stderr", "{line}");
+            if let Ok(mut t) = tail.lock() {
                 if t.len() == STDERR_TAIL_LINES {
                     t.pop_front();
                 }
                 t.push_back(line);
             }
         }
+        let _ = closed.send(true);
     });
 }
 

@@ -58,16 +58,20 @@
 //! | `write_only` (attribute)               | 1.11.0           |
 //! | `resource_identity_schemas`            | 1.12.0           |
 //! | `list_resource_schemas`                | 1.14.0 (1.13 only with experiments enabled) |
-//! | `action_schemas`                       | after 1.13       |
-//! | `deprecation_message` (attribute/block) | after 1.14      |
+//! | `action_schemas`                       | after 1.13 (likely 1.14; not verified) |
+//! | `state_store_schemas`                  | unreleased (experimental) |
+//! | `deprecation_message` (attribute)      | after 1.14 (Terraform's main branch) |
+//!
+//! Terraform 1.14 stores a list resource's schema wrapped in a `config` block and unwraps it
+//! again for this output, so `list_resource_schemas` shows the provider's block as sent.
 //!
 //! Up to 1.5 the provider block's `version` was always printed as 0 and a data source's as
 //! the version of the managed resource type with the same name (or 0); from 1.6 on each
 //! schema prints its own version, as Kraken does.
 //!
 //! Not rendered, because [`ProviderSchema`] does not carry them yet: resource identity
-//! schemas (from the separate `GetResourceIdentitySchemas` call), action schemas, and
-//! attribute/block deprecation messages.
+//! schemas (from the separate `GetResourceIdentitySchemas` call), action and state store
+//! schemas, and attribute deprecation messages.
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Kraken's one test command: installs the real test peers (cached under ~/.cache/kraken-testenv),
+# then checks formatting and lints and runs every test in the workspace — unit tests, the
+# provider-level tests against real provider binaries, and the end-to-end tests against a real
+# kube-apiserver + etcd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "test peers (scripts/testenv.sh install)"
+scripts/testenv.sh install
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked --no-fail-fast

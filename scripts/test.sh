@@ -11,6 +11,9 @@ step() { printf '\n== %s\n' "$*" >&2; }
 step "test peers (scripts/testenv.sh install)"
 scripts/testenv.sh install
 
+step "fixture provider (go vet, go test)"
+(cd tests/fixtures/terraform-provider-fixture && go vet ./... && go test ./...)
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -4,8 +4,8 @@
 //! 1. provider start-up, spawn to the first answered RPC (GetProviderSchema), per test provider;
 //! 2. p50/p99 of ReadResource, PlanResourceChange and ApplyResourceChange through Kraken's
 //!    `Provider` trait on `random_pet` and `time_static`, beside the same RPC sent as a
-//!    pre-encoded request on the raw gRPC client: the difference is Kraken's translation
-//!    overhead (schema lookup, msgpack encode/decode, domain conversion);
+//!    pre-encoded request on the raw gRPC client, and the mean CPU time of Kraken's translation
+//!    for that RPC (msgpack encode of the request values, decode of the response value);
 //! 3. 1,000 `random_pet` planned and applied at concurrency 10 through Kraken, beside
 //!    `terraform apply -parallelism=10` creating the same 1,000 with the same provider binary,
 //!    repeated and interleaved in one run.
@@ -95,6 +95,23 @@ struct Rpcs {
     apply: Vec<Duration>,
     raw_read: Vec<Duration>,
     raw_plan: Vec<Duration>,
+    /// Mean CPU time of Kraken's translation for one ReadResource / PlanResourceChange:
+    /// msgpack encode of the request values and decode of the response value.
+    translate_read: Duration,
+    translate_plan: Duration,
+}
+
+/// Mean time of `f` over enough iterations to be stable on a noisy machine.
+fn mean_of(mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Duration> {
+    const ITERATIONS: u32 = 20_000;
+    for _ in 0..1000 {
+        f()?;
+    }
+    let started = Instant::now();
+    for _ in 0..ITERATIONS {
+        f()?;
+    }
+    Ok(started.elapsed() / ITERATIONS)
 }
 
 async fn rpc_latency(
@@ -126,6 +143,8 @@ async fn rpc_latency(
         apply: vec![],
         raw_read: vec![],
         raw_plan: vec![],
+        translate_read: Duration::ZERO,
+        translate_plan: Duration::ZERO,
     };
     let proposed = proposed_new(block, &state, &config);
     let mut raw = tfplugin5::provider_client::ProviderClient::new(client.channel.clone());
@@ -188,6 +207,31 @@ async fn rpc_latency(
             applied.diagnostics.error_summary()
         );
     }
+    let read_resp = raw.read_resource(raw_read_req.clone()).await?.into_inner();
+    let plan_resp = raw
+        .plan_resource_change(raw_plan_req.clone())
+        .await?
+        .into_inner();
+    let read_bytes = read_resp
+        .new_state
+        .context("read returned no state")?
+        .msgpack;
+    let plan_bytes = plan_resp
+        .planned_state
+        .context("plan returned no state")?
+        .msgpack;
+    out.translate_read = mean_of(|| {
+        std::hint::black_box(msgpack::encode(&state, &ty)?);
+        std::hint::black_box(msgpack::decode(&read_bytes, &ty)?);
+        Ok(())
+    })?;
+    out.translate_plan = mean_of(|| {
+        for v in [&state, &proposed, &config] {
+            std::hint::black_box(msgpack::encode(v, &ty)?);
+        }
+        std::hint::black_box(msgpack::decode(&plan_bytes, &ty)?);
+        Ok(())
+    })?;
     client.shutdown().await;
     for v in [
         &mut out.read,
@@ -205,7 +249,7 @@ async fn latencies(env: &TestEnv) -> anyhow::Result<()> {
     let n = env_usize("KRAKEN_BENCH_RPCS", 300);
     println!("\n### RPC latency through Kraken's client, {n} samples each (µs)\n");
     println!(
-        "| resource | RPC | p50 | p99 | raw gRPC p50 | Kraken overhead p50 | overhead / raw |"
+        "| resource | RPC | p50 | p99 | raw gRPC p50 | Kraken translation (mean) | translation / raw p50 |"
     );
     println!("|---|---|---|---|---|---|---|");
     let cases = [
@@ -215,21 +259,28 @@ async fn latencies(env: &TestEnv) -> anyhow::Result<()> {
     for (prov, ty, cfg) in cases {
         let r = rpc_latency(&env.provider(prov)?, ty, cfg, n).await?;
         for (name, s, raw) in [
-            ("ReadResource", &r.read, Some(&r.raw_read)),
-            ("PlanResourceChange", &r.plan, Some(&r.raw_plan)),
+            (
+                "ReadResource",
+                &r.read,
+                Some((&r.raw_read, r.translate_read)),
+            ),
+            (
+                "PlanResourceChange",
+                &r.plan,
+                Some((&r.raw_plan, r.translate_plan)),
+            ),
             ("ApplyResourceChange", &r.apply, None),
         ] {
             let p50 = percentile(s, 0.5);
             let (raw_col, over_col, ratio_col) = match raw {
-                Some(raw) => {
+                Some((raw, cost)) => {
                     let raw50 = percentile(raw, 0.5);
-                    let over = p50.saturating_sub(raw50);
                     (
                         us(raw50),
-                        us(over),
+                        format!("{:.1}", cost.as_secs_f64() * 1e6),
                         format!(
-                            "{:.1}%",
-                            100.0 * over.as_secs_f64() / raw50.as_secs_f64().max(1e-9)
+                            "{:.2}%",
+                            100.0 * cost.as_secs_f64() / raw50.as_secs_f64().max(1e-9)
                         ),
                     )
                 }

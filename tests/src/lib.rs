@@ -219,15 +219,20 @@ impl ControlPlane {
         })
     }
 
-    /// Run kubectl against this control plane and return its stdout.
-    pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<String> {
+    /// Run kubectl against this control plane, whatever its exit status.
+    pub fn kubectl_output(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
         let env = TestEnv::load()?;
-        let out = Command::new(env.path("KRAKEN_TEST_KUBECTL")?)
+        Command::new(env.path("KRAKEN_TEST_KUBECTL")?)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
             .output()
-            .context("failed to run kubectl")?;
+            .context("failed to run kubectl")
+    }
+
+    /// Run kubectl against this control plane and return its stdout; non-zero exit is an error.
+    pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = self.kubectl_output(args)?;
         if !out.status.success() {
             bail!(
                 "kubectl {} failed: {}",

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
-use crate::provider::{DiagnosticsExt as _, LaunchOptions, Provider as _, ProviderHost};
+use crate::provider::{LaunchOptions, Provider as _, ProviderHost};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -104,13 +104,7 @@ async fn schema(args: SchemaArgs) -> anyhow::Result<()> {
     let result = host.schema().await;
     host.shutdown().await;
     let schema = result.with_context(|| format!("failed to read the schema of {address}"))?;
-    for diag in &schema.diagnostics {
-        eprintln!("{diag}");
-    }
-    if schema.diagnostics.has_errors() {
-        bail!("provider {address} reported errors while producing its schema");
-    }
-    let json = crate::provider::schema_json::provider_schemas_json(&address, &schema);
+    let json = kraken_codegen::tfjson::provider_schemas_json(&address, &schema);
     let mut out = std::io::stdout().lock();
     if args.pretty {
         serde_json::to_writer_pretty(&mut out, &json)?;

@@ -4,6 +4,10 @@
 //! arrives with the codegen work; the API group convention is fixed here already because the
 //! plugin host and tests refer to it.
 
+pub mod cty;
+pub mod schema;
+pub mod tfjson;
+
 /// The API group suffix every generated kind lives under: `<provider>.tf.kraken.dev`.
 pub const GROUP_SUFFIX: &str = "tf.kraken.dev";
 

@@ -100,7 +100,7 @@ macro_rules! provider_adapter {
             self as domain, Block, BlockNesting, NestedBlock, ProviderSchema, Schema, StringKind,
         };
         use crate::provider::{
-            ApplyRequest, ApplyResponse, Diagnostic, ImportResponse, ImportedResource, PlanRequest,
+            ApplyRequest, ApplyResponse, Diagnostic, DiagnosticsExt as _, ImportResponse, ImportedResource, PlanRequest,
             PlanResponse, Provider, ProviderError, ReadDataResponse, ReadRequest, ReadResponse,
             Result, Severity, UpgradeRequest, UpgradeResponse,
         };
@@ -188,13 +188,14 @@ macro_rules! provider_adapter {
                 )
                 .await?;
                 let diagnostics = diagnostics(resp.diagnostics);
+                if diagnostics.has_errors() {
+                    return Err(ProviderError::Schema(diagnostics.error_summary()));
+                }
+                for warning in &diagnostics {
+                    tracing::warn!(provider = %self.plugin.name, "schema: {warning}");
+                }
                 let Some(provider) = resp.provider else {
-                    let text = diagnostics
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    return Err(ProviderError::Schema(text));
+                    return Err(ProviderError::Schema("the answer has no provider schema".into()));
                 };
                 let conv = |m: std::collections::HashMap<String, proto::Schema>| {
                     m.into_iter()
@@ -219,7 +220,6 @@ macro_rules! provider_adapter {
                         get_provider_schema_optional: caps.get_provider_schema_optional,
                         move_resource_state: caps.move_resource_state,
                     },
-                    diagnostics,
                 }))
             }
         }

@@ -16,8 +16,6 @@ pub mod host;
 pub mod launch;
 pub mod lifecycle;
 pub mod proposed;
-pub mod schema;
-pub mod schema_json;
 mod tls;
 pub mod v5;
 pub mod v6;
@@ -27,6 +25,7 @@ use std::fmt;
 use async_trait::async_trait;
 
 pub use host::ProviderHost;
+pub use kraken_codegen::schema;
 pub use launch::{LaunchError, LaunchOptions, PluginClient, launch};
 pub use schema::ProviderSchema;
 

@@ -12,7 +12,7 @@
 use serde_json::Value as Json;
 
 use super::Number;
-use super::types::write_json_string;
+use kraken_codegen::cty::write_json_string;
 
 /// Nesting accepted by the parser, matching serde_json's default recursion limit.
 const MAX_DEPTH: usize = 128;

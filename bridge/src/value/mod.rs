@@ -27,13 +27,12 @@ mod number;
 mod path;
 #[cfg(test)]
 mod proptests;
-mod types;
 
 use std::collections::BTreeMap;
 
+pub use kraken_codegen::cty::{ObjectType, Type, TypeError};
 pub use number::{Number, NumberError};
 pub use path::{AttrPath, PathStep};
-pub use types::{ObjectType, Type, TypeError};
 
 /// A Terraform value. Structural equality: sets compare in element order.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,8 @@
 //! Terraform (cty) types and their JSON encoding.
 //!
+//! This lives in codegen, the lowest crate that needs it (schemas carry these types), and the
+//! bridge re-exports it as `kraken_bridge::value::Type`.
+//!
 //! Provider schemas describe attribute types as JSON (`"string"`, `["list","number"]`,
 //! `["object",{"a":"bool"},["a"]]` …), and dynamically-typed values carry the same JSON
 //! next to the value on the wire. [`Type::from_json`] and [`Type::to_json`] implement that
@@ -283,7 +286,7 @@ fn write_object_json(obj: &ObjectType, out: &mut String) {
 }
 
 /// Appends `s` as a JSON string literal.
-pub(crate) fn write_json_string(s: &str, out: &mut String) {
+pub fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

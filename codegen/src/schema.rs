@@ -1,14 +1,15 @@
 //! Provider schemas in Kraken's own domain types.
 //!
+//! They live in codegen because generating CRDs is their main use and codegen must not depend
+//! on the bridge; the bridge re-exports them as `kraken_bridge::provider::schema`.
+//!
 //! The v5 and v6 adapters translate `GetProviderSchema` answers into these types so that nothing
 //! above the plugin host sees prost messages. Maps are `BTreeMap`s so every rendering (the
 //! `kraken schema` JSON, generated CRDs) is deterministic.
 
 use std::collections::BTreeMap;
 
-use crate::value::{ObjectType, Type};
-
-use super::Diagnostic;
+use crate::cty::{ObjectType, Type};
 
 /// Everything a provider declares about itself.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,8 +24,6 @@ pub struct ProviderSchema {
     pub list_resources: BTreeMap<String, Schema>,
     pub functions: BTreeMap<String, Function>,
     pub capabilities: ServerCapabilities,
-    /// Warnings (or errors) the provider reported while producing its schema.
-    pub diagnostics: Vec<Diagnostic>,
 }
 
 /// Optional protocol features a provider announces.

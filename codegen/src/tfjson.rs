@@ -77,7 +77,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as Json};
 
-use super::schema::{
+use crate::schema::{
     Attribute, Block, Function, NestedBlock, NestedObject, Parameter, ProviderSchema, Schema,
 };
 
@@ -272,9 +272,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::provider::schema::{BlockNesting, ObjectNesting, ServerCapabilities, StringKind};
-    use crate::provider::{Diagnostic, Severity};
-    use crate::value::{ObjectType, Type};
+    use crate::cty::{ObjectType, Type};
+    use crate::schema::{BlockNesting, ObjectNesting, ServerCapabilities, StringKind};
 
     fn attr(ty: Type) -> Attribute {
         Attribute {
@@ -509,12 +508,6 @@ mod tests {
                 get_provider_schema_optional: true,
                 move_resource_state: true,
             },
-            diagnostics: vec![Diagnostic {
-                severity: Severity::Warning,
-                summary: "not printed".into(),
-                detail: String::new(),
-                attribute: None,
-            }],
         }
     }
 

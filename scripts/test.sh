@@ -14,6 +14,9 @@ scripts/testenv.sh install
 step "fixture provider (go vet, go test)"
 (cd tests/fixtures/terraform-provider-fixture && go vet ./... && go test ./...)
 
+step "generated files are current (scripts/generate.sh --check)"
+scripts/generate.sh --check
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -1,25 +1,349 @@
 //! Provider schema → CRDs (DESIGN §3).
 //!
-//! Pure by design: no network and no Kubernetes client. The pipeline (schema → IR → render)
-//! arrives with the codegen work; the API group convention is fixed here already because the
-//! plugin host and tests refer to it.
+//! Pure by design: no network and no Kubernetes client. The pipeline is
+//! schema ([`schema`], parsed by [`tfjson`]) → IR ([`ir`], names from [`names`]) → render
+//! ([`openapi`] nodes, [`crd`] objects with [`cel`] rules, [`trim`]med to size) → files
+//! ([`output`], [`yaml`]). [`generate`] runs it for one provider, [`write_dir`] writes the result.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub mod cel;
+pub mod crd;
 pub mod cty;
+pub mod ir;
+pub mod names;
+pub mod openapi;
+pub mod output;
+mod sample;
 pub mod schema;
 pub mod tfjson;
+pub mod trim;
+pub mod yaml;
+
+pub use output::write_dir;
+pub use sample::sample_object;
+pub use trim::{TrimKind, TrimStep};
+
+use ir::KindNames;
+use schema::{ProviderSchema, Schema};
 
 /// The API group suffix every generated kind lives under: `<provider>.tf.kraken.dev`.
 pub const GROUP_SUFFIX: &str = "tf.kraken.dev";
+
+/// The default for [`Options::max_crd_bytes`]: room below etcd's 1.5 MiB request limit for
+/// what the API server adds (status, managed fields).
+pub const DEFAULT_MAX_CRD_BYTES: usize = 1_200_000;
 
 /// The API group for a provider's generated kinds.
 pub fn api_group(provider_type: &str) -> String {
     format!("{provider_type}.{GROUP_SUFFIX}")
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn group_for_provider() {
-        assert_eq!(super::api_group("random"), "random.tf.kraken.dev");
+/// The provider type of a source address: its last segment
+/// (`registry.terraform.io/hashicorp/random` → `random`).
+pub fn provider_type(address: &str) -> &str {
+    address.rsplit('/').next().unwrap_or(address)
+}
+
+/// What to generate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Glob patterns (`*`, `?`, `[...]`) over Terraform type names (resources and, when
+    /// selected, data sources); empty means all. A pattern matching nothing is reported.
+    pub resources: Vec<String>,
+    /// Also generate kinds for data sources, in group `data.<provider>.tf.kraken.dev`.
+    pub data_sources: bool,
+    /// A CRD whose JSON is larger is trimmed (descriptions first, see [`trim`]); one that is
+    /// still larger is reported as an error.
+    pub max_crd_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            resources: Vec::new(),
+            data_sources: false,
+            max_crd_bytes: DEFAULT_MAX_CRD_BYTES,
+        }
     }
 }
+
+/// The CRDs generated for one provider, and what happened on the way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// Resources first, then data sources, each ordered by type name.
+    pub crds: Vec<GeneratedCrd>,
+    pub report: Report,
+}
+
+/// One generated CRD.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratedCrd {
+    pub type_name: String,
+    pub kind: String,
+    pub group: String,
+    pub plural: String,
+    pub data_source: bool,
+    /// `<group>_<plural>.yaml`.
+    pub file_name: String,
+    pub crd: serde_json::Value,
+    pub yaml: String,
+    /// Size of the compact JSON, as the API server receives it.
+    pub json_bytes: usize,
+}
+
+/// What was removed from one CRD to fit [`Options::max_crd_bytes`] (see [`trim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trimmed {
+    pub type_name: String,
+    pub bytes_before: usize,
+    pub bytes_after: usize,
+    pub steps: Vec<TrimStep>,
+}
+
+/// What `generate` trimmed, and the types (or patterns) it could not generate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub trimmed: Vec<Trimmed>,
+    /// (type name or pattern, why).
+    pub errors: Vec<(String, String)>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.trimmed.is_empty() && self.errors.is_empty() {
+            return f.write_str("nothing trimmed, no errors");
+        }
+        for t in &self.trimmed {
+            let steps: Vec<String> = t.steps.iter().map(TrimStep::to_string).collect();
+            writeln!(
+                f,
+                "trimmed {}: {} -> {} bytes ({})",
+                t.type_name,
+                t.bytes_before,
+                t.bytes_after,
+                steps.join(", ")
+            )?;
+        }
+        for (name, message) in &self.errors {
+            writeln!(f, "error: {name}: {message}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why codegen failed as a whole (per-type problems go to [`Report::errors`] instead).
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error("invalid resource pattern {pattern:?}")]
+    Pattern {
+        pattern: String,
+        #[source]
+        source: glob::PatternError,
+    },
+    #[error("failed to write {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CodegenError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Generates one CRD per selected resource type (and data source type, if asked) of the
+/// provider at `address`.
+pub fn generate(
+    address: &str,
+    schema: &ProviderSchema,
+    opts: &Options,
+) -> Result<Generated, CodegenError> {
+    let provider = provider_type(address);
+    let selected = select(schema, opts)?;
+    let mut report = Report::default();
+    for pattern in &selected.unmatched {
+        report.errors.push((
+            pattern.clone(),
+            "the pattern matches no resource type".to_owned(),
+        ));
+    }
+    let mut crds = Vec::new();
+    for (type_name, type_schema, data_source, names) in
+        claim_names(provider, selected.types, &mut report)
+    {
+        let ir = ir::build(type_name, type_schema, names, data_source);
+        match render(&ir, address, provider, opts.max_crd_bytes) {
+            Rendered::Crd(crd, trimmed) => {
+                report.trimmed.extend(trimmed);
+                crds.push(*crd);
+            }
+            Rendered::TooLarge(message) => report.errors.push((type_name.to_owned(), message)),
+        }
+    }
+    Ok(Generated { crds, report })
+}
+
+struct Selection<'a> {
+    types: Vec<Selected<'a>>,
+    unmatched: Vec<String>,
+}
+
+fn select<'a>(schema: &'a ProviderSchema, opts: &Options) -> Result<Selection<'a>, CodegenError> {
+    let patterns = opts
+        .resources
+        .iter()
+        .map(|p| {
+            glob::Pattern::new(p).map_err(|source| CodegenError::Pattern {
+                pattern: p.clone(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut matched = vec![false; patterns.len()];
+    let mut wanted = |name: &str| {
+        if patterns.is_empty() {
+            return true;
+        }
+        let mut any = false;
+        for (i, p) in patterns.iter().enumerate() {
+            if p.matches(name) {
+                matched[i] = true;
+                any = true;
+            }
+        }
+        any
+    };
+    let mut types = Vec::new();
+    for (name, s) in &schema.resources {
+        if wanted(name) {
+            types.push((name.as_str(), s, false));
+        }
+    }
+    if opts.data_sources {
+        for (name, s) in &schema.data_sources {
+            if wanted(name) {
+                types.push((name.as_str(), s, true));
+            }
+        }
+    }
+    let unmatched = opts
+        .resources
+        .iter()
+        .zip(&matched)
+        .filter(|(_, m)| !**m)
+        .map(|(p, _)| p.clone())
+        .collect();
+    Ok(Selection { types, unmatched })
+}
+
+type Selected<'a> = (&'a str, &'a Schema, bool);
+
+/// Names every selected type, dropping (and reporting) the types whose names the API server
+/// would refuse or that clash with an earlier type of the same group.
+///
+/// Within a group, kinds and list kinds share one namespace, and plurals, singulars and
+/// short names another (the API server's naming controller refuses a CRD that reuses any of
+/// them). Plurals and singulars are claimed first, in type order; short names, being a mere
+/// convenience, are then kept only where they are still free.
+fn claim_names<'a>(
+    provider: &str,
+    types: Vec<Selected<'a>>,
+    report: &mut Report,
+) -> Vec<(&'a str, &'a Schema, bool, KindNames)> {
+    // group → (kinds and list kinds, resource name → owner type)
+    let mut taken: BTreeMap<String, (BTreeSet<String>, BTreeMap<String, String>)> = BTreeMap::new();
+    let mut named = Vec::new();
+    for (type_name, type_schema, data_source) in types {
+        let names = KindNames::new(provider, type_name, data_source);
+        let (kinds, resources) = taken.entry(names.group.clone()).or_default();
+        let clash = names.check().and_then(|()| {
+            if let Some(kind) = [&names.kind, &names.list_kind]
+                .into_iter()
+                .find(|k| kinds.contains(*k))
+            {
+                return Err(format!("kind {kind} is already used in {}", names.group));
+            }
+            match [&names.plural, &names.singular]
+                .into_iter()
+                .find_map(|n| resources.get(n).map(|o| (n, o)))
+            {
+                Some((name, owner)) => {
+                    Err(format!("resource name {name} is already used by {owner}"))
+                }
+                None => Ok(()),
+            }
+        });
+        if let Err(message) = clash {
+            report.errors.push((type_name.to_owned(), message));
+            continue;
+        }
+        kinds.extend([names.kind.clone(), names.list_kind.clone()]);
+        for name in [&names.plural, &names.singular] {
+            resources.insert(name.clone(), type_name.to_owned());
+        }
+        named.push((type_name, type_schema, data_source, names));
+    }
+    for (type_name, _, _, names) in &mut named {
+        let Some((_, resources)) = taken.get_mut(&names.group) else {
+            continue;
+        };
+        names.short_names.retain(|s| !resources.contains_key(s));
+        for short in &names.short_names {
+            resources.insert(short.clone(), (*type_name).to_owned());
+        }
+    }
+    named
+}
+
+enum Rendered {
+    Crd(Box<GeneratedCrd>, Option<Trimmed>),
+    /// Too large even after trimming; the message is for the report.
+    TooLarge(String),
+}
+
+/// Renders, trims and serializes one kind.
+fn render(ir: &ir::KindIr, address: &str, provider: &str, max_bytes: usize) -> Rendered {
+    let mut crd = crd::render(ir, address, provider);
+    let fitted = match trim::fit(&mut crd, max_bytes) {
+        Ok(fitted) => fitted,
+        Err(too_large) => {
+            return Rendered::TooLarge(format!(
+                "the crd is {} bytes of json even after trimming, more than the limit of {}",
+                too_large.bytes, too_large.limit
+            ));
+        }
+    };
+    let json_bytes = fitted.bytes;
+    let trimmed = (!fitted.steps.is_empty()).then(|| Trimmed {
+        type_name: ir.type_name.clone(),
+        bytes_before: fitted.bytes_before,
+        bytes_after: fitted.bytes,
+        steps: fitted.steps,
+    });
+    let yaml = output::to_yaml(&crd);
+    let names = &ir.names;
+    let generated = GeneratedCrd {
+        type_name: ir.type_name.clone(),
+        kind: names.kind.clone(),
+        group: names.group.clone(),
+        plural: names.plural.clone(),
+        data_source: ir.data_source,
+        file_name: output::file_name(&names.group, &names.plural),
+        crd,
+        yaml,
+        json_bytes,
+    };
+    Rendered::Crd(Box::new(generated), trimmed)
+}
+
+#[cfg(test)]
+mod tests;

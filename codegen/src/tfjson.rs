@@ -1,7 +1,10 @@
-//! A provider schema rendered exactly as `terraform providers schema -json` prints it.
+//! A provider schema rendered exactly as `terraform providers schema -json` prints it, and
+//! parsed back ([`parse_provider_schemas`]).
 //!
 //! `kraken schema` uses this so that its output can be diffed against Terraform's, and so that
 //! tools written for Terraform's format (documentation generators, editors) read Kraken's too.
+//! Codegen reads the format back, so CRDs can be generated from a schema file that either
+//! Terraform or Kraken printed.
 //! The shape follows Terraform's `internal/command/jsonprovider` and `jsonfunction` packages,
 //! fed by the protocol-to-`configschema` conversion in `internal/plugin{,6}/convert`, which
 //! copies every field through unchanged (min/max items included, for every nesting mode).
@@ -76,6 +79,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as Json};
+
+mod parse;
+
+pub use parse::{ParseError, parse_provider, parse_provider_schemas};
 
 use crate::schema::{
     Attribute, Block, Function, NestedBlock, NestedObject, Parameter, ProviderSchema, Schema,
@@ -468,7 +475,7 @@ mod tests {
         BTreeMap::from([("split".to_owned(), split), ("bare".to_owned(), bare)])
     }
 
-    fn everything_provider() -> ProviderSchema {
+    pub(super) fn everything_provider() -> ProviderSchema {
         let mut provider = block([("token", attr(Type::String))]);
         provider.description = "The provider.".into();
         ProviderSchema {

@@ -6,6 +6,8 @@
 //! file or variable fails the test with the command that fixes it — a missing peer is never a
 //! silent skip.
 
+pub mod registry_server;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -230,6 +232,70 @@ impl ControlPlane {
             .context("failed to run kubectl")
     }
 
+    /// The run directory (`scripts/testenv.sh up RUN_DIR`): logs, pid files, certificates.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// The kube-apiserver's process id.
+    pub fn apiserver_pid(&self) -> anyhow::Result<u32> {
+        let text = std::fs::read_to_string(self.run_dir.join("kube-apiserver.pid"))?;
+        Ok(text.trim().parse()?)
+    }
+
+    /// Resident memory of the kube-apiserver, in bytes.
+    pub fn apiserver_rss(&self) -> anyhow::Result<u64> {
+        rss_bytes(self.apiserver_pid()?)
+    }
+
+    /// Install the CRDs of a `kraken codegen --out` directory with server-side apply (large CRDs
+    /// exceed what client-side apply can record) and wait until every CRD carrying `label`
+    /// (a selector such as `tf.kraken.dev/provider=aws`) is Established. Returns how many there
+    /// are.
+    pub fn install_crds(&self, dir: &Path, label: &str) -> anyhow::Result<usize> {
+        self.kubectl(&[
+            "apply",
+            "--server-side",
+            "--field-manager=kraken-test",
+            "-k",
+            &dir.to_string_lossy(),
+        ])
+        .with_context(|| format!("installing the CRDs in {}", dir.display()))?;
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "-l",
+            label,
+            "--timeout=1800s",
+        ])?;
+        let names = self.kubectl(&["get", "crd", "-l", label, "-o", "name"])?;
+        Ok(names.lines().count())
+    }
+
+    /// Run kubectl with `input` on its standard input, whatever its exit status.
+    pub fn kubectl_stdin(
+        &self,
+        args: &[&str],
+        input: &[u8],
+    ) -> anyhow::Result<std::process::Output> {
+        use std::io::Write as _;
+        let env = TestEnv::load()?;
+        let mut child = Command::new(env.path("KRAKEN_TEST_KUBECTL")?)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("failed to run kubectl")?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input)?;
+        }
+        Ok(child.wait_with_output()?)
+    }
+
     /// Run kubectl against this control plane and return its stdout; non-zero exit is an error.
     pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self.kubectl_output(args)?;
@@ -252,6 +318,23 @@ impl Drop for ControlPlane {
             .output();
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
+}
+
+/// A process's resident set size (VmRSS), in bytes.
+pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status_kib(&status, "VmRSS:")
+        .map(|kib| kib * 1024)
+        .context("no VmRSS line in /proc status")
+}
+
+/// A `Key:   123 kB` line of /proc/<pid>/status, in KiB.
+pub fn status_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! The `kraken` command line. Each subcommand is a thin shell over the library: parse, call,
 //! print. Errors reach `main`, which prints them with their causes and exits non-zero.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
-use crate::provider::{LaunchOptions, Provider as _, ProviderHost};
+mod codegen;
+mod fetch;
+mod schema;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,6 +30,59 @@ pub struct Cli {
 pub enum Command {
     /// Print a provider binary's schema as JSON, in the shape of `terraform providers schema -json`.
     Schema(SchemaArgs),
+    /// Generate Kubernetes CRDs (one per resource type) from a provider's schema.
+    #[command(long_about = CODEGEN_ABOUT)]
+    Codegen(CodegenArgs),
+    /// Install a provider into the plugin cache, verified, and print its path and hashes.
+    #[command(long_about = fetch::FETCH_ABOUT)]
+    Fetch(fetch::FetchArgs),
+}
+
+const CODEGEN_ABOUT: &str =
+    "Generate Kubernetes CRDs (one per resource type) from a provider's schema.
+
+The schema comes from the provider binary itself (--provider) or from a file holding the JSON that
+`kraken schema` or `terraform providers schema -json` prints (--schema). Each resource type becomes
+a kind in the API group <provider>.tf.kraken.dev (version v1alpha1): random_pet becomes Pet, with
+arguments under spec.forProvider and non-sensitive state under status.atProvider.
+
+--out receives one YAML file per CRD, a kustomization.yaml listing them and an index.yaml mapping
+Terraform types to kinds. Install them with server-side apply (CRDs of large providers exceed
+the size client-side apply can annotate):
+
+    kubectl apply --server-side -k OUT
+
+Every CRD costs the API server memory, so install only what you use: --resources takes glob
+patterns over Terraform type names (e.g. 'aws_s3_*,aws_iam_role'). CRDs over --max-crd-bytes have
+their descriptions trimmed (never fields); what was trimmed is reported on stderr.";
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["provider", "schema"])))]
+pub struct CodegenArgs {
+    /// Path to a provider executable to read the schema from.
+    #[arg(long, value_name = "BINARY")]
+    pub provider: Option<PathBuf>,
+    /// A schema JSON file (`kraken schema` or `terraform providers schema -json` output;
+    /// gzip-compressed when it ends in .gz).
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+    /// The provider's source address. With --provider it defaults to
+    /// registry.terraform.io/hashicorp/<type>; with --schema it picks one provider of the file
+    /// (needed only when the file holds several).
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Directory to write the CRDs into (created if missing; stale files it wrote are removed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Only these resource types: comma-separated glob patterns over Terraform type names.
+    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    pub resources: Vec<String>,
+    /// Also emit read-only kinds for data sources (group data.<provider>.tf.kraken.dev).
+    #[arg(long)]
+    pub data_sources: bool,
+    /// Trim descriptions from CRDs larger than this many bytes of JSON.
+    #[arg(long, value_name = "BYTES")]
+    pub max_crd_bytes: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -51,7 +104,9 @@ pub struct SchemaArgs {
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
-            Command::Schema(args) => schema(args).await,
+            Command::Schema(args) => schema::run(args).await,
+            Command::Codegen(args) => codegen::run(args).await,
+            Command::Fetch(args) => fetch::run(args).await,
         }
     }
 }
@@ -78,41 +133,6 @@ pub fn provider_type_from_binary(binary: &std::path::Path) -> Option<String> {
     let rest = name.strip_prefix("terraform-provider-")?;
     let ty = rest.split("_v").next().unwrap_or(rest);
     (!ty.is_empty()).then(|| ty.to_string())
-}
-
-async fn schema(args: SchemaArgs) -> anyhow::Result<()> {
-    let address = match args.address {
-        Some(a) => a,
-        None => {
-            let Some(ty) = provider_type_from_binary(&args.binary) else {
-                bail!(
-                    "cannot tell the provider type from {:?}; name the binary \
-                     terraform-provider-<type> or pass --address",
-                    args.binary
-                );
-            };
-            format!(
-                "{}/hashicorp/{ty}",
-                kraken_registry_fetch::DEFAULT_REGISTRY_HOST
-            )
-        }
-    };
-    let mut opts = LaunchOptions::new(&args.binary);
-    opts.name = address.clone();
-    opts.tls = !args.insecure_plaintext;
-    let host = ProviderHost::new(opts, 1);
-    let result = host.schema().await;
-    host.shutdown().await;
-    let schema = result.with_context(|| format!("failed to read the schema of {address}"))?;
-    let json = kraken_codegen::tfjson::provider_schemas_json(&address, &schema);
-    let mut out = std::io::stdout().lock();
-    if args.pretty {
-        serde_json::to_writer_pretty(&mut out, &json)?;
-    } else {
-        serde_json::to_writer(&mut out, &json)?;
-    }
-    writeln!(out)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,122 @@
+//! `kraken codegen`: a provider schema (from a binary or a file) to CRD files.
+
+use anyhow::{Context as _, bail};
+
+use super::CodegenArgs;
+use super::schema::{address_for_binary, read_binary_schema};
+
+pub(super) async fn run(args: CodegenArgs) -> anyhow::Result<()> {
+    let (address, schema) = match (&args.provider, &args.schema) {
+        (Some(binary), _) => {
+            let address = address_for_binary(binary, args.address.clone())?;
+            let schema = read_binary_schema(binary, &address, true).await?;
+            (address, (*schema).clone())
+        }
+        (None, Some(file)) => schema_from_file(file, args.address.as_deref())?,
+        (None, None) => bail!("give the schema with --provider BINARY or --schema FILE"),
+    };
+    let mut opts = kraken_codegen::Options {
+        resources: args.resources.clone(),
+        data_sources: args.data_sources,
+        ..Default::default()
+    };
+    if let Some(max) = args.max_crd_bytes {
+        opts.max_crd_bytes = max;
+    }
+    let generated = kraken_codegen::generate(&address, &schema, &opts)
+        .with_context(|| format!("failed to generate CRDs for {address}"))?;
+    let report = &generated.report;
+    if generated.crds.is_empty() {
+        for (name, message) in &report.errors {
+            eprintln!("error: {name}: {message}");
+        }
+        bail!(
+            "no CRD generated for {address}{}",
+            if args.resources.is_empty() {
+                String::new()
+            } else {
+                format!(" with --resources {}", args.resources.join(","))
+            }
+        );
+    }
+    kraken_codegen::write_dir(&generated, &args.out)
+        .with_context(|| format!("failed to write CRDs to {}", args.out.display()))?;
+    if !report.trimmed.is_empty() || !report.errors.is_empty() {
+        eprint!("{report}");
+    }
+    let largest = generated
+        .crds
+        .iter()
+        .map(|c| c.json_bytes)
+        .max()
+        .unwrap_or(0);
+    let peak = peak_memory_mib()
+        .map(|m| format!(", peak memory {m} MiB"))
+        .unwrap_or_default();
+    println!(
+        "wrote {} CRDs for {address} to {} (largest {} KiB{peak})",
+        generated.crds.len(),
+        args.out.display(),
+        largest / 1024
+    );
+    if !generated.report.errors.is_empty() {
+        bail!(
+            "{} resource types could not be turned into CRDs (see above)",
+            generated.report.errors.len()
+        );
+    }
+    Ok(())
+}
+
+/// This process's peak resident memory (VmHWM), where /proc offers it.
+fn peak_memory_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
+/// Read a schema JSON file and pick one provider from it.
+fn schema_from_file(
+    file: &std::path::Path,
+    address: Option<&str>,
+) -> anyhow::Result<(String, kraken_codegen::schema::ProviderSchema)> {
+    let mut text =
+        std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    if file.extension().is_some_and(|e| e == "gz") {
+        use std::io::Read as _;
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(text.as_slice())
+            .read_to_end(&mut plain)
+            .with_context(|| format!("{} is not valid gzip", file.display()))?;
+        text = plain;
+    }
+    let json: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not valid JSON", file.display()))?;
+    let mut all = kraken_codegen::tfjson::parse_provider_schemas(&json)
+        .with_context(|| format!("{} is not a provider schema document", file.display()))?;
+    match address {
+        Some(a) => match all.remove(a) {
+            Some(schema) => Ok((a.to_string(), schema)),
+            None => bail!(
+                "{} has no provider {a}; it has: {}",
+                file.display(),
+                all.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        },
+        None if all.len() > 1 => bail!(
+            "{} holds several providers; pick one with --address: {}",
+            file.display(),
+            all.keys().cloned().collect::<Vec<_>>().join(", ")
+        ),
+        None => match all.into_iter().next() {
+            Some(pair) => Ok(pair),
+            None => bail!("{} holds no provider schemas", file.display()),
+        },
+    }
+}

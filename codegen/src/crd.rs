@@ -1,0 +1,315 @@
+//! IR → a CustomResourceDefinition (`apiextensions.k8s.io/v1`) as JSON.
+//!
+//! The provider-specific parts (`forProvider`, `atProvider`, the required-argument rules)
+//! come from the IR; everything else is the same for every kind: the reference to a
+//! ProviderConfig, `valuesFrom`, the policies, conditions and the last plan (DESIGN §4).
+//!
+//! Data sources (group `data.<provider>.tf.kraken.dev`) only read, so their spec has no
+//! management, deletion or replace policy and no import id, and their status no `lastPlan`.
+
+use serde_json::{Map, Value as Json, json};
+
+use crate::cel::{
+    VALUES_FROM_MAX_ITEMS, VALUES_FROM_PATH_MAX_LENGTH, exactly_one_source_rule, required_rule,
+};
+use crate::ir::{KindIr, KindNames};
+use crate::openapi::object_schema;
+
+/// The one version every generated kind is served and stored as.
+pub const VERSION: &str = "v1alpha1";
+
+/// The provider's source address (`registry.terraform.io/hashicorp/random`).
+pub const ANNOTATION_PROVIDER: &str = "tf.kraken.dev/provider";
+/// The Terraform resource (or data source) type (`random_pet`).
+pub const ANNOTATION_RESOURCE_TYPE: &str = "tf.kraken.dev/resource-type";
+/// The type's schema version, which state upgrades are measured against.
+pub const ANNOTATION_SCHEMA_VERSION: &str = "tf.kraken.dev/schema-version";
+/// JSON object: Kubernetes field path → Terraform name, for irregular names only
+/// ([`crate::ir::irregular_names`]); absent when every name is regular.
+pub const ANNOTATION_FIELD_NAMES: &str = "tf.kraken.dev/field-names";
+/// Comma-separated Terraform paths of sensitive attributes ([`crate::ir::sensitive_paths`]),
+/// which the runtime publishes to a Secret; absent when there are none.
+pub const ANNOTATION_SENSITIVE_OUTPUTS: &str = "tf.kraken.dev/sensitive-outputs";
+/// What was trimmed to fit the size limit; absent when nothing was.
+pub const ANNOTATION_TRIMMED: &str = "tf.kraken.dev/trimmed";
+/// The provider type (`random`), for selecting a provider's CRDs.
+pub const LABEL_PROVIDER: &str = "tf.kraken.dev/provider";
+
+/// The complete CRD for one kind.
+pub fn render(ir: &KindIr, address: &str, provider_type: &str) -> Json {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata(ir, address, provider_type),
+        "spec": {
+            "group": ir.names.group,
+            "names": names_json(&ir.names),
+            "scope": "Namespaced",
+            "versions": [{
+                "name": VERSION,
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": printer_columns(),
+                "schema": {"openAPIV3Schema": root_schema(ir, address)},
+            }],
+        },
+    })
+}
+
+fn metadata(ir: &KindIr, address: &str, provider_type: &str) -> Json {
+    let mut annotations = Map::new();
+    annotations.insert(ANNOTATION_PROVIDER.into(), address.into());
+    annotations.insert(ANNOTATION_RESOURCE_TYPE.into(), ir.type_name.clone().into());
+    annotations.insert(
+        ANNOTATION_SCHEMA_VERSION.into(),
+        ir.schema_version.to_string().into(),
+    );
+    if !ir.irregular_names.is_empty() {
+        // A BTreeMap serializes with sorted keys, so the text is deterministic.
+        let names = serde_json::to_string(&ir.irregular_names).unwrap_or_default();
+        annotations.insert(ANNOTATION_FIELD_NAMES.into(), names.into());
+    }
+    if !ir.sensitive_paths.is_empty() {
+        annotations.insert(
+            ANNOTATION_SENSITIVE_OUTPUTS.into(),
+            ir.sensitive_paths.join(",").into(),
+        );
+    }
+    json!({
+        "name": format!("{}.{}", ir.names.plural, ir.names.group),
+        "labels": {LABEL_PROVIDER: provider_type},
+        "annotations": annotations,
+    })
+}
+
+fn names_json(names: &KindNames) -> Json {
+    let mut map = Map::new();
+    map.insert("kind".into(), names.kind.clone().into());
+    map.insert("listKind".into(), names.list_kind.clone().into());
+    map.insert("plural".into(), names.plural.clone().into());
+    map.insert("singular".into(), names.singular.clone().into());
+    if !names.short_names.is_empty() {
+        map.insert("shortNames".into(), names.short_names.clone().into());
+    }
+    map.insert("categories".into(), names.categories.clone().into());
+    Json::Object(map)
+}
+
+fn printer_columns() -> Json {
+    let condition = |name: &str, ty: &str| {
+        json!({"name": name.to_ascii_uppercase(), "type": "string",
+               "jsonPath": format!(".status.conditions[?(@.type=='{ty}')].status")})
+    };
+    json!([
+        condition("Ready", "Ready"),
+        condition("Synced", "Synced"),
+        {"name": "EXTERNAL-ID", "type": "string", "jsonPath": ".status.externalId"},
+        {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ])
+}
+
+fn root_schema(ir: &KindIr, address: &str) -> Json {
+    let what = if ir.data_source {
+        "data source"
+    } else {
+        "resource"
+    };
+    let note = format!(
+        "Terraform {what} {} of {address}, managed by Kraken.",
+        ir.type_name
+    );
+    let description = if ir.description.is_empty() {
+        note
+    } else {
+        format!("{}\n\n{note}", ir.description)
+    };
+    json!({
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema(ir),
+            "status": status_schema(ir),
+        },
+    })
+}
+
+fn spec_schema(ir: &KindIr) -> Json {
+    let mut for_provider = object_schema(&ir.for_provider, false);
+    for_provider["default"] = json!({});
+    for_provider["description"] = format!(
+        "The arguments of {}, named in lowerCamelCase. A sensitive argument x is given as \
+         xSecretRef, a key of a Secret.",
+        ir.type_name
+    )
+    .into();
+    let mut properties = Map::new();
+    properties.insert("forProvider".into(), for_provider);
+    properties.insert(
+        "providerConfigRef".into(),
+        json!({"type": "object", "default": {"name": "default"}, "required": ["name"],
+               "description": "The ProviderConfig, in the same namespace, that configures the provider.",
+               "properties": {"name": {"type": "string", "minLength": 1,
+                                       "description": "Name of the ProviderConfig."}}}),
+    );
+    properties.insert("valuesFrom".into(), values_from_schema());
+    properties.insert(
+        "driftInterval".into(),
+        json!({"type": "string", "default": "10m",
+               "pattern": r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$",
+               "description": "How often the external object is re-read and drift corrected, as a Go duration (10m, 1h30m)."}),
+    );
+    if !ir.data_source {
+        resource_policies(&mut properties);
+    }
+    let mut spec = json!({
+        "type": "object",
+        "description": "The desired state.",
+        "required": ["forProvider"],
+        "properties": properties,
+    });
+    if !ir.required.is_empty() {
+        let rules: Vec<Json> = ir
+            .required
+            .iter()
+            .map(|arg| required_rule(arg).to_json())
+            .collect();
+        spec["x-kubernetes-validations"] = rules.into();
+    }
+    spec
+}
+
+fn resource_policies(properties: &mut Map<String, Json>) {
+    let policy = |values: [&str; 2], description: &str| json!({"type": "string", "enum": values, "default": values[0], "description": description});
+    properties.insert(
+        "managementPolicy".into(),
+        policy(
+            ["Full", "ObserveOnly"],
+            "Full creates, updates and deletes the external object; ObserveOnly only reads it.",
+        ),
+    );
+    properties.insert(
+        "deletionPolicy".into(),
+        policy(
+            ["Delete", "Orphan"],
+            "Whether deleting this object destroys the external object (Delete) or leaves it (Orphan).",
+        ),
+    );
+    properties.insert(
+        "replacePolicy".into(),
+        policy(
+            ["Allow", "Refuse"],
+            "Whether a change that needs the external object replaced may proceed (Allow) or is refused (Refuse).",
+        ),
+    );
+    properties.insert(
+        "importId".into(),
+        json!({"type": "string",
+               "description": "Adopt the existing external object with this import id instead of creating one."}),
+    );
+}
+
+fn values_from_schema() -> Json {
+    let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
+    let reference = |keys: &[(&str, &str)], description: &str| {
+        let properties: Map<String, Json> = keys
+            .iter()
+            .map(|(k, d)| ((*k).to_owned(), string(d)))
+            .collect();
+        let required: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
+        json!({"type": "object", "required": required, "properties": properties,
+               "description": description})
+    };
+    let path =
+        "A dotted path of field names, with list indices and map keys as segments (rules.0.port).";
+    json!({
+        "type": "array",
+        "maxItems": VALUES_FROM_MAX_ITEMS,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["path"],
+        "description": "Arguments taken from other objects instead of forProvider, one entry per argument path.",
+        "items": {
+            "type": "object",
+            "required": ["path"],
+            "x-kubernetes-validations": [exactly_one_source_rule().to_json()],
+            "properties": {
+                "path": {"type": "string", "minLength": 1, "maxLength": VALUES_FROM_PATH_MAX_LENGTH,
+                         "description": format!("The argument to set, below forProvider. {path}")},
+                "resource": reference(
+                    &[("kind", "Kind of a Kraken-managed object in this namespace."),
+                      ("name", "Its name."),
+                      ("path", format!("The output to take, in its status.atProvider. {path}").as_str())],
+                    "An output of another Kraken-managed object."),
+                "stateDeclaration": reference(
+                    &[("name", "Name of the StateDeclaration."), ("path", "The value to take from it.")],
+                    "A value of a StateDeclaration in this namespace."),
+                "configMapKeyRef": reference(
+                    &[("name", "Name of the ConfigMap."), ("key", "The key.")],
+                    "A key of a ConfigMap in this namespace."),
+                "secretKeyRef": reference(
+                    &[("name", "Name of the Secret."), ("key", "The key.")],
+                    "A key of a Secret in this namespace."),
+                "template": {"type": "string",
+                             "description": "A literal value, parsed as the argument's Terraform type; use it for numbers beyond 64-bit precision."},
+            },
+        },
+    })
+}
+
+fn status_schema(ir: &KindIr) -> Json {
+    let mut at_provider = object_schema(&ir.at_provider, true);
+    at_provider["description"] = format!(
+        "The last observed state of {}; sensitive attributes are published to a Secret instead.",
+        ir.type_name
+    )
+    .into();
+    let mut properties = Map::new();
+    properties.insert("atProvider".into(), at_provider);
+    properties.insert("conditions".into(), conditions_schema());
+    properties.insert(
+        "observedGeneration".into(),
+        json!({"type": "integer", "format": "int64",
+               "description": "The metadata.generation the status reflects."}),
+    );
+    properties.insert(
+        "externalId".into(),
+        json!({"type": "string", "description": "The id of the external object."}),
+    );
+    if !ir.data_source {
+        properties.insert(
+            "lastPlan".into(),
+            json!({"type": "object", "description": "The last change planned for the external object.",
+                   "properties": {
+                       "action": {"type": "string",
+                                  "enum": ["Create", "Update", "Replace", "Delete", "NoOp"]},
+                       "paths": {"type": "array", "items": {"type": "string"},
+                                 "description": "The argument paths that change."}}}),
+        );
+    }
+    json!({"type": "object", "description": "The observed state.", "properties": properties})
+}
+
+fn conditions_schema() -> Json {
+    json!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "description": "Ready and Synced.",
+        "items": {
+            "type": "object",
+            "required": ["type", "status"],
+            "properties": {
+                "type": {"type": "string"},
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+                "observedGeneration": {"type": "integer", "format": "int64"},
+            },
+        },
+    })
+}

@@ -1,0 +1,347 @@
+//! Tests of the whole pipeline on the committed test schemas (`testdata/schemas`, read from
+//! the real providers) and the hand-written `testdata/synthetic` ones that use every schema
+//! feature.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value as Json, json};
+
+use super::*;
+
+mod limits;
+mod placement;
+mod schemas;
+mod validate;
+
+use schemas::{all_schemas, kitchen, with_data_sources};
+
+fn open_api(crd: &GeneratedCrd) -> &Json {
+    &crd.crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+}
+
+#[test]
+fn group_for_provider() {
+    assert_eq!(api_group("random"), "random.tf.kraken.dev");
+    assert_eq!(
+        provider_type("registry.terraform.io/hashicorp/random"),
+        "random"
+    );
+    assert_eq!(provider_type("random"), "random");
+}
+
+#[test]
+fn every_test_schema_generates_without_errors() {
+    for (address, schema) in all_schemas() {
+        let generated = generate(&address, &schema, &with_data_sources()).expect("generate");
+        assert!(generated.report.errors.is_empty(), "{}", generated.report);
+        let want = schema.resources.len() + schema.data_sources.len();
+        assert_eq!(generated.crds.len(), want, "{address}");
+    }
+}
+
+#[test]
+fn every_schema_node_is_structural() {
+    for (address, schema) in all_schemas() {
+        for crd in generate(&address, &schema, &with_data_sources())
+            .expect("generate")
+            .crds
+        {
+            let mut errors = Vec::new();
+            validate::structural(open_api(&crd), "", &mut errors);
+            assert!(errors.is_empty(), "{}: {errors:#?}", crd.type_name);
+        }
+    }
+}
+
+#[test]
+fn kitchen_sink_maps_every_feature() {
+    let (address, schema) = kitchen();
+    let generated = generate(&address, &schema, &with_data_sources()).expect("generate");
+    let sink = generated
+        .crds
+        .iter()
+        .find(|c| c.type_name == "kitchen_sink")
+        .expect("kitchen_sink");
+    let spec = &open_api(sink)["properties"]["spec"];
+    let fp = &spec["properties"]["forProvider"]["properties"];
+    assert_eq!(fp["fooBar"]["type"], "string");
+    assert_eq!(fp["fooBar2"]["type"], "string");
+    assert_eq!(fp["fooBar3"]["type"], "number");
+    assert!(fp.get("tokenSecretRef").is_some() && fp.get("tokenSecretRef2").is_some());
+    assert_eq!(fp["labels"]["x-kubernetes-list-type"], "set");
+    assert_eq!(fp["counts"]["items"]["type"], "number");
+    assert!(fp["unique"].get("x-kubernetes-list-type").is_none());
+    assert_eq!(
+        fp["pair"],
+        json!({"x-kubernetes-preserve-unknown-fields": true})
+    );
+    assert_eq!(fp["network"]["minItems"], 1);
+    assert_eq!(fp["network"]["maxItems"], 1);
+    assert_eq!(fp["network"]["items"]["required"], json!(["subnetId"]));
+    assert_eq!(fp["disk"]["minItems"], 2);
+    assert_eq!(fp["meta"]["additionalProperties"]["type"], "object");
+    assert_eq!(fp["timeouts"]["type"], "object");
+    assert_eq!(fp["marker"]["description"], "Deprecated.");
+    assert_eq!(fp["legacy"]["description"], "Deprecated.");
+    assert_eq!(
+        fp["settings"]["required"],
+        json!(["level", "mustSecretSecretRef"])
+    );
+    assert!(fp["settings"]["properties"].get("computedOnly").is_none());
+    assert!(fp.get("statusOnly").is_none() && fp.get("id").is_none());
+    let rules: Vec<&str> = spec["x-kubernetes-validations"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["fieldPath"].as_str().expect("fieldPath"))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            ".forProvider.disk",
+            ".forProvider.name",
+            ".forProvider.namespace",
+            ".forProvider.network",
+            ".forProvider.requiredList",
+            ".forProvider.rules",
+            ".forProvider.tokenSecretRef",
+        ]
+    );
+    let annotations = &sink.crd["metadata"]["annotations"];
+    assert_eq!(
+        annotations[crd::ANNOTATION_SENSITIVE_OUTPUTS],
+        "api_key,secret_out,settings.must_secret,settings.secret,token,write_only_pw"
+    );
+    let names: BTreeMap<String, String> = serde_json::from_str(
+        annotations[crd::ANNOTATION_FIELD_NAMES]
+            .as_str()
+            .expect("field names"),
+    )
+    .expect("json");
+    assert_eq!(names["fooBar3"], "foo__bar");
+    assert_eq!(names["tokenSecretRef2"], "token_secret_ref");
+    assert_eq!(names["config.inner.aB2"], "a__b");
+    assert_eq!(names["config.items.x1"], "x_1");
+    assert_eq!(
+        open_api(sink)["description"]
+            .as_str()
+            .expect("description")
+            .split('\n')
+            .next(),
+        Some("Deprecated. Every schema feature codegen maps.")
+    );
+}
+
+#[test]
+fn data_sources_get_their_own_group_and_a_reading_spec() {
+    let (address, schema) = kitchen();
+    let without = generate(&address, &schema, &Options::default()).expect("generate");
+    assert!(without.crds.iter().all(|c| !c.data_source));
+    let with = generate(&address, &schema, &with_data_sources()).expect("generate");
+    let info = with
+        .crds
+        .iter()
+        .find(|c| c.type_name == "kitchen_info")
+        .expect("data source");
+    assert!(info.data_source);
+    assert_eq!(info.group, "data.kitchen.tf.kraken.dev");
+    assert_eq!(info.kind, "Info");
+    assert_eq!(info.file_name, "data.kitchen.tf.kraken.dev_infos.yaml");
+    let spec = &open_api(info)["properties"]["spec"]["properties"];
+    assert!(spec.get("deletionPolicy").is_none() && spec.get("importId").is_none());
+    assert!(
+        open_api(info)["properties"]["status"]["properties"]
+            .get("lastPlan")
+            .is_none()
+    );
+    assert_eq!(
+        info.crd["spec"]["names"]["shortNames"],
+        json!(["kitchendatainfo"])
+    );
+}
+
+#[test]
+fn names_follow_the_conventions() {
+    let (address, schema) = kitchen();
+    let generated = generate(&address, &schema, &Options::default()).expect("generate");
+    let by_type: BTreeMap<&str, &GeneratedCrd> = generated
+        .crds
+        .iter()
+        .map(|c| (c.type_name.as_str(), c))
+        .collect();
+    let names = &by_type["kitchen_sink"].crd["spec"]["names"];
+    assert_eq!(
+        names,
+        &json!({"kind": "Sink", "listKind": "SinkList", "plural": "sinks", "singular": "sink",
+                "shortNames": ["kitchensink"], "categories": ["kraken", "kraken-kitchen"]})
+    );
+    assert_eq!(by_type["kitchen"].kind, "Kitchen");
+    assert_eq!(by_type["kitchen_bytes"].plural, "bytes");
+    let meta = &by_type["kitchen_sink"].crd["metadata"];
+    assert_eq!(meta["name"], "sinks.kitchen.tf.kraken.dev");
+    assert_eq!(meta["labels"][crd::LABEL_PROVIDER], "kitchen");
+    assert_eq!(meta["annotations"][crd::ANNOTATION_SCHEMA_VERSION], "3");
+    assert_eq!(
+        meta["annotations"][crd::ANNOTATION_RESOURCE_TYPE],
+        "kitchen_sink"
+    );
+    let columns: Vec<&str> =
+        by_type["kitchen_sink"].crd["spec"]["versions"][0]["additionalPrinterColumns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| c["name"].as_str().expect("name"))
+            .collect();
+    assert_eq!(columns, ["READY", "SYNCED", "EXTERNAL-ID", "AGE"]);
+}
+
+#[test]
+fn clashing_kinds_are_reported_and_short_name_clashes_dropped() {
+    let mut schema = schema::ProviderSchema::default();
+    for name in [
+        "x_foo_bar",
+        "x_foobar",
+        "x_a__b",
+        "x_a_b",
+        "x_thing",
+        "x_xthing",
+    ] {
+        schema.resources.insert(name.into(), Default::default());
+    }
+    let generated = generate("example/x", &schema, &Options::default()).expect("generate");
+    let errors: Vec<&str> = generated
+        .report
+        .errors
+        .iter()
+        .map(|(t, _)| t.as_str())
+        .collect();
+    // x_a__b and x_a_b are both kind AB; x_foo_bar (FooBar) and x_foobar (Foobar) share
+    // the plural foobars. The first in order keeps the name.
+    assert_eq!(errors, ["x_a_b", "x_foobar"]);
+    assert!(generated.report.errors[0].1.contains("kind AB"));
+    let thing = generated
+        .crds
+        .iter()
+        .find(|c| c.type_name == "x_xthing")
+        .expect("xthing");
+    // x_thing's short name "xthing" is x_xthing's singular: the short name gives way.
+    assert_eq!(thing.crd["spec"]["names"]["singular"], "xthing");
+    assert_eq!(thing.crd["spec"]["names"]["shortNames"], json!(["xxthing"]));
+    let first = generated
+        .crds
+        .iter()
+        .find(|c| c.type_name == "x_thing")
+        .expect("thing");
+    assert!(first.crd["spec"]["names"].get("shortNames").is_none());
+}
+
+#[test]
+fn patterns_select_types() {
+    let (address, schema) = kitchen();
+    let opts = Options {
+        resources: vec![
+            "kitchen_s*".into(),
+            "kitchen_i?fo".into(),
+            "nothing_*".into(),
+        ],
+        data_sources: true,
+        ..Options::default()
+    };
+    let generated = generate(&address, &schema, &opts).expect("generate");
+    let types: Vec<&str> = generated
+        .crds
+        .iter()
+        .map(|c| c.type_name.as_str())
+        .collect();
+    assert_eq!(types, ["kitchen_sink", "kitchen_info"]);
+    assert_eq!(
+        generated.report.errors,
+        [(
+            "nothing_*".to_owned(),
+            "the pattern matches no resource type".to_owned()
+        )]
+    );
+    let bad = Options {
+        resources: vec!["[".into()],
+        ..Options::default()
+    };
+    let err = generate(&address, &schema, &bad).expect_err("invalid pattern");
+    assert_eq!(err.to_string(), "invalid resource pattern \"[\"");
+}
+
+#[test]
+fn write_dir_is_deterministic_and_removes_stale_files() {
+    let (address, schema) = kitchen();
+    let generated = generate(&address, &schema, &with_data_sources()).expect("generate");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stale = dir.path().join("kitchen.tf.kraken.dev_olds.yaml");
+    let mine = dir.path().join("notes.yaml");
+    std::fs::write(&stale, "old").expect("write");
+    std::fs::write(&mine, "keep").expect("write");
+    write_dir(&generated, dir.path()).expect("write_dir");
+    let first = read_all(dir.path());
+    assert!(!stale.exists(), "stale CRD file removed");
+    assert!(mine.exists(), "other files kept");
+    write_dir(&generated, dir.path()).expect("write_dir again");
+    assert_eq!(read_all(dir.path()), first);
+    let kustomization: Json =
+        yaml_serde::from_str(&first["kustomization.yaml"]).expect("kustomization yaml");
+    assert_eq!(
+        kustomization["resources"],
+        json!([
+            "data.kitchen.tf.kraken.dev_infos.yaml",
+            "kitchen.tf.kraken.dev_bytes.yaml",
+            "kitchen.tf.kraken.dev_kitchens.yaml",
+            "kitchen.tf.kraken.dev_sinks.yaml",
+        ])
+    );
+    let index: Json = yaml_serde::from_str(&first["index.yaml"]).expect("index yaml");
+    assert_eq!(
+        index[0],
+        json!({"typeName": "kitchen", "kind": "Kitchen", "group": "kitchen.tf.kraken.dev",
+               "plural": "kitchens", "dataSource": false,
+               "file": "kitchen.tf.kraken.dev_kitchens.yaml"})
+    );
+    for crd in &generated.crds {
+        let back: Json = yaml_serde::from_str(&first[&crd.file_name]).expect("crd yaml");
+        assert_eq!(back, crd.crd, "{}", crd.file_name);
+    }
+}
+
+fn read_all(dir: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read_to_string(&path).expect("read"))
+        })
+        .collect()
+}
+
+#[test]
+fn report_display_is_one_line_per_entry() {
+    assert_eq!(Report::default().to_string(), "nothing trimmed, no errors");
+    let report = Report {
+        trimmed: vec![Trimmed {
+            type_name: "a_b".into(),
+            bytes_before: 10,
+            bytes_after: 5,
+            steps: vec![TrimStep {
+                kind: TrimKind::Descriptions,
+                scope: "status.atProvider".into(),
+                count: 3,
+            }],
+        }],
+        errors: vec![("a_c".into(), "too large".into())],
+    };
+    assert_eq!(
+        report.to_string(),
+        "trimmed a_b: 10 -> 5 bytes (3 descriptions removed in status.atProvider)\nerror: a_c: too large\n"
+    );
+}

@@ -1,0 +1,137 @@
+//! Installer pipeline against the in-memory `MockSource` and local zips: version selection,
+//! cache hits that ask the source nothing, protocol checks, memoization.
+
+use std::io::Write as _;
+use std::sync::Arc;
+
+use super::*;
+use crate::source::{MemoizeSource, MockSource};
+
+fn zip_file(dir: &Path, name: &str, body: &[u8]) -> anyhow::Result<PathBuf> {
+    let path = dir.join(format!("{name}.zip"));
+    let mut w = zip::ZipWriter::new(std::fs::File::create(&path)?);
+    let opts = zip::write::SimpleFileOptions::default().unix_permissions(0o755);
+    w.start_file(name, opts)?;
+    w.write_all(body)?;
+    w.finish()?;
+    Ok(path)
+}
+
+struct Setup {
+    mock: Arc<MockSource>,
+    provider: Provider,
+    _files: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+fn setup(versions: &[(&str, &[&str])]) -> anyhow::Result<Setup> {
+    let files = tempfile::tempdir()?;
+    let mock = Arc::new(MockSource::new());
+    let provider: Provider = "acme/thing".parse()?;
+    for (v, protocols) in versions {
+        let zip = zip_file(
+            files.path(),
+            &format!("terraform-provider-thing_v{v}"),
+            v.as_bytes(),
+        )?;
+        mock.add(PackageMeta {
+            provider: provider.clone(),
+            version: v.parse()?,
+            platform: Platform::current(),
+            filename: format!("terraform-provider-thing_{v}.zip"),
+            protocols: protocols.iter().map(|p| p.to_string()).collect(),
+            location: PackageLocation::LocalArchive(zip),
+            authentication: Authentication::None,
+        });
+    }
+    Ok(Setup {
+        mock,
+        provider,
+        _files: files,
+        cache: tempfile::tempdir()?,
+    })
+}
+
+fn installer(s: &Setup, source: Arc<dyn Source>) -> anyhow::Result<Installer> {
+    Ok(Installer::new(
+        source,
+        PluginCache::new(s.cache.path()),
+        HttpClient::new(crate::HttpConfig::default())?,
+    ))
+}
+
+fn request(s: &Setup, constraint: &str) -> anyhow::Result<InstallRequest> {
+    Ok(InstallRequest {
+        provider: s.provider.clone(),
+        constraints: constraint.parse()?,
+        locked: None,
+        upgrade: false,
+    })
+}
+
+#[tokio::test]
+async fn newest_match_then_cache_hit_without_queries() -> anyhow::Result<()> {
+    let s = setup(&[
+        ("1.0.0", &["5.0"]),
+        ("1.2.0", &["5.1"]),
+        ("2.0.0", &["6.0"]),
+        ("1.3.0-beta", &["5.0"]),
+    ])?;
+    let inst = installer(&s, s.mock.clone())?;
+    let got = inst
+        .install(&request(&s, "~> 1.0")?, &crate::NoProgress)
+        .await?;
+    assert_eq!(got.version.to_string(), "1.2.0");
+    assert!(got.zh.is_some() && !got.from_cache);
+    let queries = s.mock.queries();
+    let mut locked = request(&s, "~> 1.0")?;
+    locked.locked = Some(got.lock_entry(&locked.constraints));
+    let hit = inst.install(&locked, &crate::NoProgress).await?;
+    assert!(hit.from_cache);
+    assert_eq!(
+        s.mock.queries(),
+        queries,
+        "locked cache hit asked the source"
+    );
+    // Upgrade ignores the locked version.
+    locked.constraints = VersionConstraints::any();
+    locked.upgrade = true;
+    assert_eq!(
+        inst.install(&locked, &crate::NoProgress)
+            .await?
+            .version
+            .to_string(),
+        "2.0.0"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn protocol_4_only_is_refused() -> anyhow::Result<()> {
+    let s = setup(&[("0.1.0", &["4.0"])])?;
+    let err = installer(&s, s.mock.clone())?
+        .install(&request(&s, "")?, &crate::NoProgress)
+        .await
+        .expect_err("protocol 4");
+    assert!(matches!(err, Error::ProtocolNotSupported { .. }), "{err}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn memoize_asks_once() -> anyhow::Result<()> {
+    let s = setup(&[("1.0.0", &["5.0"])])?;
+    let memo = MemoizeSource::new(s.mock.clone());
+    let v: Version = "1.0.0".parse()?;
+    for _ in 0..3 {
+        memo.available_versions(&s.provider).await?;
+        memo.package_meta(&s.provider, &v, &Platform::current())
+            .await?;
+    }
+    assert_eq!(s.mock.queries(), 2);
+    let unknown: Provider = "acme/other".parse()?;
+    assert!(matches!(
+        memo.available_versions(&unknown).await,
+        Err(Error::UnknownProvider { .. })
+    ));
+    Ok(())
+}

@@ -1,0 +1,425 @@
+#!/usr/bin/env bash
+#
+# aws-schema.sh — build the real hashicorp/aws Terraform provider and regenerate
+# tests/data/aws/schema.json.gz (its full schema, as `kraken schema` prints it) and
+# tests/data/aws/README.md.
+#
+# The AWS provider is the largest real provider schema there is, so Kraken uses it to generate
+# CRDs for every resource type, and (later) for an end-to-end test against moto's EC2 emulator.
+# Building it takes 20-60 minutes and several GB of memory on 2 cores, so it is NOT part of
+# CI or of `scripts/testenv.sh install`: CI uses the committed, gzipped schema. Run this script
+# by hand when the pinned version below changes (or to get the binary for local tests).
+#
+# Like scripts/testenv.sh, everything is built from Go modules through the module proxy, and the
+# binary is cached by versioned file name ($CACHE/bin/terraform-provider-aws-<version>): a second
+# run rebuilds nothing, bumping the pins below rebuilds exactly the provider.
+#
+# Which source: hashicorp/terraform-provider-aws declares `module
+# github.com/hashicorp/terraform-provider-aws` but tags v5.x/v6.x without a /vN suffix, so Go
+# ignores its release tags (the only version Go lists is v1.60.0, from 2019). Releases can only be
+# fetched as pseudo-versions of commits, and the module proxy we reach only serves versions that
+# someone fetched before. No pseudo-version of the hashicorp repository from 2022 on is served
+# (every one found in public go.mod files answers 403 "not available"). What is served is
+# Upbound's fork github.com/upbound/terraform-provider-aws, which Crossplane's provider-upjet-aws
+# builds against: each of its commits is a hashicorp release plus a small additive patch (the
+# package xpprovider/, which exports provider constructors for Crossplane; main.go and
+# internal/ are upstream's). The pinned commit's CHANGELOG.md starts with the pinned release,
+# which this script checks. Its go.mod still declares github.com/hashicorp/terraform-provider-aws,
+# so a wrapper module requires that path and replaces it with the fork.
+#
+# Checksums: the module proxy's checksum database has no entry for the fork (lookups answer
+# 404), so the fork alone is exempted from it (GONOSUMDB) and checked instead against the h1:
+# hashes pinned below (recorded when it was first fetched). Every other module is verified as usual.
+#
+# Run `scripts/aws-schema.sh --help` for the commands.
+
+set -euo pipefail
+
+# --------------------------------------------------------------------------------------------
+# Pinned version. Change these together; the next run rebuilds the provider.
+# --------------------------------------------------------------------------------------------
+
+# The release (the plugin mirror's version directory and what the binary reports).
+PROVIDER_AWS_VERSION=6.34.0
+# The module path the provider's go.mod declares (and that the binary is built as).
+PROVIDER_AWS_MODULE=github.com/hashicorp/terraform-provider-aws
+# The Go module version that holds that release's source. SOURCE_MODULE may equal MODULE (then no
+# replace is needed); SOURCE_SUM/SOURCE_GOMODSUM, if set, are checked against what was downloaded.
+PROVIDER_AWS_SOURCE_MODULE=github.com/upbound/terraform-provider-aws
+PROVIDER_AWS_SOURCE_MODVER=v0.0.0-20260305123303-f7691456b787
+PROVIDER_AWS_SOURCE_SUM=h1:dJlp2eNgY/iVKTPINdguYlHbHc9CtXBZKmQmqYq0REs=
+PROVIDER_AWS_SOURCE_GOMODSUM=h1:WOPLTXSK2ZhAuuLIh2EVZ9zWib65hkmw1XLc227hsuQ=
+# Modules exempted from the checksum database (comma-separated GONOSUMDB patterns); empty for none.
+PROVIDER_AWS_NOSUMDB=$PROVIDER_AWS_SOURCE_MODULE
+
+PROVIDER_AWS_ADDR=registry.terraform.io/hashicorp/aws
+
+# --------------------------------------------------------------------------------------------
+# Locations (the same cache as scripts/testenv.sh)
+# --------------------------------------------------------------------------------------------
+
+CACHE=${KRAKEN_TESTENV_DIR:-$HOME/.cache/kraken-testenv}
+BIN_DIR=$CACHE/bin
+SRC_DIR=$CACHE/src
+LOG_DIR=$CACHE/logs
+PLUGIN_DIR=$CACHE/plugins
+# testenv.sh install rewrites $CACHE/env from scratch, so the AWS variables live in a file of
+# their own, to be sourced after it.
+ENV_AWS_FILE=$CACHE/env.aws
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DATA_DIR=$REPO_ROOT/tests/data/aws
+SCHEMA_GZ=$DATA_DIR/schema.json.gz
+README=$DATA_DIR/README.md
+MAX_GZ_BYTES=$((20 * 1000 * 1000))
+
+PLATFORM=linux_amd64
+BINARY=$BIN_DIR/terraform-provider-aws-$PROVIDER_AWS_VERSION
+WRAPPER_DIR=$SRC_DIR/provider-aws-$PROVIDER_AWS_VERSION-$PROVIDER_AWS_SOURCE_MODVER
+BUILD_LOG=$LOG_DIR/build-terraform-provider-aws-$PROVIDER_AWS_VERSION.log
+
+# Fail loudly if a module asks for a newer Go instead of silently downloading a toolchain.
+export GOTOOLCHAIN=local
+if [[ -n $PROVIDER_AWS_NOSUMDB ]]; then
+	export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$PROVIDER_AWS_NOSUMDB
+fi
+
+log() { printf 'aws-schema: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+usage() {
+	cat <<EOF
+Usage: scripts/aws-schema.sh [command]
+
+Builds the hashicorp/aws Terraform provider $PROVIDER_AWS_VERSION from Go modules (cached; the first
+build takes 20-60 minutes and several GB of memory) and regenerates the committed test data.
+
+Commands:
+  schema (default)  Build the provider if missing, place it in the plugin mirror, write
+                    $ENV_AWS_FILE, then regenerate
+                    tests/data/aws/schema.json.gz (kraken schema | gzip -9 -n) and
+                    tests/data/aws/README.md.
+  build             Only build/place the provider and write the env file; prints the two
+                    export lines (KRAKEN_TEST_PROVIDER_AWS, KRAKEN_TEST_PROVIDER_AWS_VERSION).
+  check             Like schema, but into a temporary directory; fails if the committed files
+                    differ from what would be generated.
+  help, --help      This text.
+
+Files:
+  binary   $BINARY
+  mirror   $PLUGIN_DIR/$PROVIDER_AWS_ADDR/$PROVIDER_AWS_VERSION/$PLATFORM/terraform-provider-aws_v$PROVIDER_AWS_VERSION
+  env      $ENV_AWS_FILE
+           (separate from testenv.sh's env file, which 'testenv.sh install' rewrites; use
+            . "\$(scripts/testenv.sh env)"; . $ENV_AWS_FILE)
+  log      $BUILD_LOG
+
+Environment: KRAKEN_TESTENV_DIR (cache root), GO (go binary), KRAKEN_BIN (a prebuilt kraken CLI
+instead of 'cargo build -p kraken-bridge --bin kraken'), CARGO_TARGET_DIR.
+EOF
+}
+
+find_go() {
+	if [[ -n ${GO:-} ]]; then
+		printf '%s\n' "$GO"
+	elif command -v go >/dev/null 2>&1; then
+		command -v go
+	elif [[ -x /usr/local/go/bin/go ]]; then
+		printf '%s\n' /usr/local/go/bin/go
+	else
+		return 1
+	fi
+}
+
+# json_field NAME < go-mod-download-json: prints the string field NAME of the top-level object.
+json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",*\$/\1/p" | head -n 1; }
+
+# Downloads the source module, checks its pinned hashes and that it holds the pinned release.
+# Prints the path of its go.mod.
+download_source() {
+	local json err gomod dir sum modsum first
+	json=$(cd "$SRC_DIR" && "$GO_CMD" mod download -json \
+		"$PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER" 2>&1) || true
+	err=$(json_field Error <<<"$json")
+	[[ -z $err ]] || die "cannot download $PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER: $err"
+	gomod=$(json_field GoMod <<<"$json")
+	dir=$(json_field Dir <<<"$json")
+	sum=$(json_field Sum <<<"$json")
+	modsum=$(json_field GoModSum <<<"$json")
+	[[ -f $gomod && -d $dir ]] || die "go mod download gave no go.mod/source directory:"$'\n'"$json"
+	if [[ -n $PROVIDER_AWS_SOURCE_SUM && $sum != "$PROVIDER_AWS_SOURCE_SUM" ]]; then
+		die "$PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER has hash $sum, pinned $PROVIDER_AWS_SOURCE_SUM"
+	fi
+	if [[ -n $PROVIDER_AWS_SOURCE_GOMODSUM && $modsum != "$PROVIDER_AWS_SOURCE_GOMODSUM" ]]; then
+		die "$PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER has go.mod hash $modsum, pinned $PROVIDER_AWS_SOURCE_GOMODSUM"
+	fi
+	[[ $(awk '$1 == "module" { print $2; exit }' "$gomod") == "$PROVIDER_AWS_MODULE" ]] ||
+		die "$gomod does not declare module $PROVIDER_AWS_MODULE"
+	# A release commit's CHANGELOG starts with that release (the next commit adds "(Unreleased)").
+	first=$(grep -m 1 '^## ' "$dir/CHANGELOG.md" || true)
+	[[ $first == "## $PROVIDER_AWS_VERSION ("* && $first != *Unreleased* ]] ||
+		die "$PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER is not release $PROVIDER_AWS_VERSION (CHANGELOG starts with: $first)"
+	printf '%s\n' "$gomod"
+}
+
+# upstream_replaces GOMOD: re-states GOMOD's replace directives for the wrapper (replaces only act
+# in the main module). Local-path replaces cannot be reproduced and are an error.
+upstream_replaces() {
+	awk '
+		/^replace[ \t]*\([ \t]*$/ { blk = 1; next }
+		blk && /^[ \t]*\)/        { blk = 0; next }
+		blk || /^replace[ \t]/ {
+			sub(/^replace[ \t]+/, "")
+			$0 = $0
+			for (i = 1; i < NF && $i != "=>"; i++) {}
+			if ($i != "=>") next
+			if ($(i + 1) ~ /^\.\.?\//) { bad = bad " " $1; next }
+			print "\t" $0
+		}
+		END {
+			if (bad != "") {
+				print "go.mod replaces these modules with local paths, which a wrapper cannot reproduce:" bad > "/dev/stderr"
+				exit 3
+			}
+		}' "$1"
+}
+
+# Creates (once) the wrapper module that requires the provider (through the fork) and imports
+# its main package from a build-tagged tools.go, so that `go mod tidy` records every dependency.
+prepare_wrapper() {
+	local dir=$WRAPPER_DIR gomod replaces
+	[[ -f $dir/.ready ]] && return 0
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	gomod=$(download_source)
+	replaces=$(upstream_replaces "$gomod")
+	if [[ $PROVIDER_AWS_SOURCE_MODULE != "$PROVIDER_AWS_MODULE" ]]; then
+		replaces+=${replaces:+$'\n'}$'\t'"$PROVIDER_AWS_MODULE => $PROVIDER_AWS_SOURCE_MODULE $PROVIDER_AWS_SOURCE_MODVER"
+	fi
+	{
+		printf '// Generated by scripts/aws-schema.sh: wrapper to build %s %s\n' "$PROVIDER_AWS_MODULE" "$PROVIDER_AWS_VERSION"
+		printf '// from %s@%s.\n' "$PROVIDER_AWS_SOURCE_MODULE" "$PROVIDER_AWS_SOURCE_MODVER"
+		printf 'module kraken.local/testenv/provider-aws\n\n'
+		grep -E '^(go|godebug)[[:space:]]' "$gomod" || printf 'go 1.21\n'
+		if [[ $PROVIDER_AWS_SOURCE_MODULE != "$PROVIDER_AWS_MODULE" ]]; then
+			# Any version does: the replace below decides what is built.
+			printf '\nrequire %s v0.0.0-00010101000000-000000000000\n' "$PROVIDER_AWS_MODULE"
+		else
+			printf '\nrequire %s %s\n' "$PROVIDER_AWS_MODULE" "$PROVIDER_AWS_SOURCE_MODVER"
+		fi
+		[[ -z $replaces ]] || printf '\nreplace (\n%s\n)\n' "$replaces"
+	} >"$dir/go.mod"
+	printf '//go:build tools\n\n// Generated by scripts/aws-schema.sh.\npackage tools\n\nimport _ "%s"\n' \
+		"$PROVIDER_AWS_MODULE" >"$dir/tools.go"
+	(cd "$dir" && "$GO_CMD" mod tidy)
+	touch "$dir/.ready"
+}
+
+# Builds into $BINARY.tmp, then renames, so an interrupted build is never taken as cached. The
+# version stamp is what HashiCorp's release builds set (otherwise the provider says "dev").
+build_provider() {
+	prepare_wrapper
+	local timecmd=()
+	[[ -x /usr/bin/time ]] && timecmd=(/usr/bin/time -v)
+	(cd "$WRAPPER_DIR" && "${timecmd[@]}" "$GO_CMD" build -trimpath \
+		-ldflags "-s -w -X $PROVIDER_AWS_MODULE/version.ProviderVersion=$PROVIDER_AWS_VERSION" \
+		-o "$BINARY.tmp" "$PROVIDER_AWS_MODULE")
+	mv -f "$BINARY.tmp" "$BINARY"
+}
+
+# Hard-links the binary into the filesystem-mirror layout (as testenv.sh's place_in_mirror does)
+# and drops other versions of the AWS provider there. Sets MIRROR_PATH.
+MIRROR_PATH=""
+place_in_mirror() {
+	local dir old
+	dir=$PLUGIN_DIR/$PROVIDER_AWS_ADDR/$PROVIDER_AWS_VERSION/$PLATFORM
+	MIRROR_PATH=$dir/terraform-provider-aws_v$PROVIDER_AWS_VERSION
+	mkdir -p "$dir"
+	if [[ ! $MIRROR_PATH -ef $BINARY ]]; then
+		ln -f "$BINARY" "$MIRROR_PATH" 2>/dev/null || cp -f "$BINARY" "$MIRROR_PATH"
+	fi
+	for old in "$PLUGIN_DIR/$PROVIDER_AWS_ADDR"/*; do
+		[[ -d $old && ${old##*/} != "$PROVIDER_AWS_VERSION" ]] && rm -rf "$old"
+	done
+	return 0
+}
+
+write_env() {
+	{
+		printf '# Generated by scripts/aws-schema.sh; do not edit. Source it after %s/env.\n' "$CACHE"
+		printf 'export KRAKEN_TEST_PROVIDER_AWS=%q\n' "$MIRROR_PATH"
+		printf 'export KRAKEN_TEST_PROVIDER_AWS_VERSION=%q\n' "$PROVIDER_AWS_VERSION"
+	} >"$ENV_AWS_FILE.tmp"
+	mv -f "$ENV_AWS_FILE.tmp" "$ENV_AWS_FILE"
+}
+
+cmd_build() {
+	mkdir -p "$BIN_DIR" "$SRC_DIR" "$LOG_DIR" "$PLUGIN_DIR"
+	exec 8>"$CACHE/.aws-schema.lock"
+	flock 8
+	GO_CMD=$(find_go) || die "no Go toolchain found (looked for \$GO, go on PATH, /usr/local/go/bin/go)"
+
+	if [[ ! -x $BINARY ]]; then
+		local start=$SECONDS rc=0 peak
+		log "building terraform-provider-aws $PROVIDER_AWS_VERSION from $PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER"
+		log "(20-60 minutes, several GB of memory; log: $BUILD_LOG)"
+		# A plain statement, not `( ... ) || rc=$?`: bash ignores `set -e` in everything run from
+		# an if/||/&& context, subshells included, which would let a half-failed build pass.
+		set +e
+		(
+			set -e
+			build_provider
+		) >"$BUILD_LOG" 2>&1 </dev/null
+		rc=$?
+		set -e
+		if ((rc != 0)); then
+			log "FAILED to build (exit $rc); last lines of $BUILD_LOG:"
+			tail -n 25 "$BUILD_LOG" | sed 's/^/    /' >&2
+			exit 1
+		fi
+		peak=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): //p' "$BUILD_LOG" | tail -n 1)
+		log "built in $((SECONDS - start))s${peak:+, peak RSS $((peak / 1024)) MiB}: $BINARY"
+	fi
+	place_in_mirror
+	write_env
+	log "env file: $ENV_AWS_FILE"
+	printf 'export KRAKEN_TEST_PROVIDER_AWS=%q\n' "$MIRROR_PATH"
+	printf 'export KRAKEN_TEST_PROVIDER_AWS_VERSION=%q\n' "$PROVIDER_AWS_VERSION"
+}
+
+kraken_cli() {
+	if [[ -n ${KRAKEN_BIN:-} ]]; then
+		printf '%s\n' "$KRAKEN_BIN"
+		return 0
+	fi
+	(cd "$REPO_ROOT" && cargo build --quiet -p kraken-bridge --bin kraken) >&2
+	local target=${CARGO_TARGET_DIR:-target}
+	[[ $target == /* ]] || target=$REPO_ROOT/$target
+	printf '%s\n' "$target/debug/kraken"
+}
+
+# generate OUT_DIR: writes schema.json.gz and README.md into OUT_DIR.
+generate() {
+	local out=$1 kraken tmp stats
+	local resources data_sources ephemeral list functions json_bytes gz_bytes sha256
+	kraken=$(kraken_cli)
+	tmp=$(mktemp -d)
+	# shellcheck disable=SC2064
+	trap "rm -rf '$tmp'" EXIT
+	log "reading the schema with: kraken schema $MIRROR_PATH --address $PROVIDER_AWS_ADDR"
+	"$kraken" schema "$MIRROR_PATH" --address "$PROVIDER_AWS_ADDR" >"$tmp/schema.json"
+	gzip -9 -n -c "$tmp/schema.json" >"$tmp/schema.json.gz"
+	stats=$(python3 - "$tmp/schema.json" "$tmp/schema.json.gz" "$PROVIDER_AWS_ADDR" <<'PY'
+import hashlib, json, os, sys
+path, gz, addr = sys.argv[1:4]
+raw = open(path, "rb").read()
+doc = json.loads(raw)
+p = doc["provider_schemas"][addr]
+def n(key):
+    return len(p.get(key) or {})
+print(f"resources={n('resource_schemas')}")
+print(f"data_sources={n('data_source_schemas')}")
+print(f"ephemeral={n('ephemeral_resource_schemas')}")
+print(f"list={n('list_resource_schemas')}")
+print(f"functions={n('functions')}")
+print(f"json_bytes={len(raw)}")
+print(f"gz_bytes={os.path.getsize(gz)}")
+print(f"sha256={hashlib.sha256(raw).hexdigest()}")
+PY
+	) || die "kraken schema did not print valid JSON for $PROVIDER_AWS_ADDR"
+	eval "$stats"
+	((resources > 0)) || die "the schema has no resource types"
+	((gz_bytes < MAX_GZ_BYTES)) || die "schema.json.gz is $gz_bytes bytes, over the $MAX_GZ_BYTES limit"
+	mkdir -p "$out"
+	mv -f "$tmp/schema.json.gz" "$out/schema.json.gz"
+	write_readme >"$out/README.md"
+	log "$resources resources, $data_sources data sources, $ephemeral ephemeral resources," \
+		"$list list resources, $functions functions; JSON $json_bytes bytes, gzip $gz_bytes bytes"
+}
+
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+
+write_readme() {
+	local source_line
+	if [[ $PROVIDER_AWS_SOURCE_MODULE == "$PROVIDER_AWS_MODULE" ]]; then
+		source_line="Go module \`$PROVIDER_AWS_MODULE@$PROVIDER_AWS_SOURCE_MODVER\`."
+	else
+		source_line="Go module \`$PROVIDER_AWS_SOURCE_MODULE@$PROVIDER_AWS_SOURCE_MODVER\` (Upbound's fork, whose go.mod
+declares \`$PROVIDER_AWS_MODULE\`: the $PROVIDER_AWS_VERSION release commit plus the additive \`xpprovider/\`
+package Crossplane uses; \`main.go\` and \`internal/\` are upstream's). The module proxy serves no
+pseudo-version of a recent release of \`$PROVIDER_AWS_MODULE\` itself; see the header of
+\`scripts/aws-schema.sh\`."
+	fi
+	cat <<EOF
+# hashicorp/aws provider schema (test data)
+
+\`schema.json.gz\` is the complete schema of the Terraform provider \`$PROVIDER_AWS_ADDR\`
+**$PROVIDER_AWS_VERSION**, in the format of \`terraform providers schema -json\`, gzipped.
+
+It is the largest real provider schema, for generating CRDs for every AWS resource type and for
+tests that must not depend on the provider binary: the binary takes 20-60 minutes to build, so
+CI uses this file instead.
+
+| | |
+| --- | --- |
+| provider | \`$PROVIDER_AWS_ADDR\` $PROVIDER_AWS_VERSION |
+| source | $(printf '%s' "$source_line" | tr '\n' ' ') |
+| resource types (\`resource_schemas\`) | $resources |
+| data sources (\`data_source_schemas\`) | $data_sources |
+| ephemeral resources | $ephemeral |
+| list resources | $list |
+| functions | $functions |
+| JSON size | $json_bytes bytes ($(mib "$json_bytes")) |
+| gzip size | $gz_bytes bytes ($(mib "$gz_bytes")) |
+| sha256 of the JSON | \`$sha256\` |
+
+## How it is made
+
+Regenerate it with:
+
+    scripts/aws-schema.sh
+
+which builds the provider binary from Go modules into the test-environment cache (once; cached as
+\`~/.cache/kraken-testenv/bin/terraform-provider-aws-$PROVIDER_AWS_VERSION\`), hard-links it into the plugin
+mirror, writes \`~/.cache/kraken-testenv/env.aws\` (\`KRAKEN_TEST_PROVIDER_AWS\`,
+\`KRAKEN_TEST_PROVIDER_AWS_VERSION\`), and then runs
+
+    kraken schema <binary> --address $PROVIDER_AWS_ADDR | gzip -9 -n > tests/data/aws/schema.json.gz
+
+and rewrites this README. The output is deterministic: \`scripts/aws-schema.sh check\` fails if
+the committed files differ from a fresh run. To use it: \`zcat tests/data/aws/schema.json.gz\`.
+EOF
+}
+
+cmd_schema() {
+	cmd_build >/dev/null
+	generate "$DATA_DIR"
+	log "wrote $SCHEMA_GZ and $README"
+}
+
+cmd_check() {
+	cmd_build >/dev/null
+	local out
+	out=$(mktemp -d)
+	(generate "$out")
+	if cmp -s "$out/schema.json.gz" "$SCHEMA_GZ" && cmp -s "$out/README.md" "$README"; then
+		rm -rf "$out"
+		log "tests/data/aws is up to date"
+	else
+		log "tests/data/aws differs from a fresh run (fresh files in $out); run scripts/aws-schema.sh"
+		exit 1
+	fi
+}
+
+case ${1:-schema} in
+schema) cmd_schema ;;
+build) cmd_build ;;
+check) cmd_check ;;
+help | -h | --help) usage ;;
+*)
+	usage >&2
+	exit 2
+	;;
+esac

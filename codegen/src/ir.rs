@@ -451,7 +451,15 @@ pub fn is_dns1035_label(s: &str) -> bool {
 impl KindNames {
     /// The names for a resource (or, with `data_source`, a data source) type.
     pub fn new(provider_type: &str, type_name: &str, data_source: bool) -> Self {
-        let kind = names::kind_for(provider_type, type_name);
+        Self::with_kind(
+            provider_type,
+            data_source,
+            names::kind_for(provider_type, type_name),
+        )
+    }
+
+    /// The names for a type served under `kind`.
+    pub fn with_kind(provider_type: &str, data_source: bool, kind: String) -> Self {
         let plural = names::plural_for(&kind);
         let base_group = crate::api_group(provider_type);
         let (group, short) = if data_source {

@@ -22,7 +22,7 @@ pub mod tfjson;
 pub mod trim;
 pub mod yaml;
 
-pub use output::write_dir;
+pub use output::{DirWriter, write_dir};
 pub use sample::sample_object;
 pub use trim::{TrimKind, TrimStep};
 
@@ -107,14 +107,22 @@ pub struct Trimmed {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     pub trimmed: Vec<Trimmed>,
+    /// Types whose kind had to be renamed to stay unique: (type name, kind used, kind wanted).
+    pub renamed: Vec<(String, String, String)>,
     /// (type name or pattern, why).
     pub errors: Vec<(String, String)>,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.trimmed.is_empty() && self.errors.is_empty() {
+        if self.trimmed.is_empty() && self.errors.is_empty() && self.renamed.is_empty() {
             return f.write_str("nothing trimmed, no errors");
+        }
+        for (type_name, kind, wanted) in &self.renamed {
+            writeln!(
+                f,
+                "renamed {type_name}: kind {kind} (the names of {wanted} are taken in its group)"
+            )?;
         }
         for t in &self.trimmed {
             let steps: Vec<String> = t.steps.iter().map(TrimStep::to_string).collect();
@@ -161,12 +169,28 @@ impl CodegenError {
 }
 
 /// Generates one CRD per selected resource type (and data source type, if asked) of the
-/// provider at `address`.
+/// provider at `address`, all held in memory. For a large provider prefer [`generate_each`].
 pub fn generate(
     address: &str,
     schema: &ProviderSchema,
     opts: &Options,
 ) -> Result<Generated, CodegenError> {
+    let mut crds = Vec::new();
+    let report = generate_each(address, schema, opts, |crd| {
+        crds.push(crd);
+        Ok(())
+    })?;
+    Ok(Generated { crds, report })
+}
+
+/// Like [`generate`], but hands each CRD to `sink` as soon as it is rendered, so memory holds
+/// one CRD at a time however many the provider has (the CLI writes them straight to disk).
+pub fn generate_each(
+    address: &str,
+    schema: &ProviderSchema,
+    opts: &Options,
+    mut sink: impl FnMut(GeneratedCrd) -> Result<(), CodegenError>,
+) -> Result<Report, CodegenError> {
     let provider = provider_type(address);
     let selected = select(schema, opts)?;
     let mut report = Report::default();
@@ -176,7 +200,6 @@ pub fn generate(
             "the pattern matches no resource type".to_owned(),
         ));
     }
-    let mut crds = Vec::new();
     for (type_name, type_schema, data_source, names) in
         claim_names(provider, selected.types, &mut report)
     {
@@ -184,12 +207,12 @@ pub fn generate(
         match render(&ir, address, provider, opts.max_crd_bytes) {
             Rendered::Crd(crd, trimmed) => {
                 report.trimmed.extend(trimmed);
-                crds.push(*crd);
+                sink(*crd)?;
             }
             Rendered::TooLarge(message) => report.errors.push((type_name.to_owned(), message)),
         }
     }
-    Ok(Generated { crds, report })
+    Ok(report)
 }
 
 struct Selection<'a> {
@@ -263,29 +286,43 @@ fn claim_names<'a>(
     let mut taken: BTreeMap<String, (BTreeSet<String>, BTreeMap<String, String>)> = BTreeMap::new();
     let mut named = Vec::new();
     for (type_name, type_schema, data_source) in types {
-        let names = KindNames::new(provider, type_name, data_source);
-        let (kinds, resources) = taken.entry(names.group.clone()).or_default();
-        let clash = names.check().and_then(|()| {
-            if let Some(kind) = [&names.kind, &names.list_kind]
-                .into_iter()
-                .find(|k| kinds.contains(*k))
-            {
-                return Err(format!("kind {kind} is already used in {}", names.group));
+        let wanted = KindNames::new(provider, type_name, data_source);
+        // A provider with types `x_foo` and `x_foos` cannot have both kinds as derived: the
+        // singular of `Foos` is the plural of `Foo`. The later type (in name order) then takes
+        // the first free numbered kind (`Foos2`), which the report says.
+        let mut claimed = None;
+        let mut last_error = String::new();
+        for attempt in 1..=9 {
+            let names = if attempt == 1 {
+                wanted.clone()
+            } else {
+                KindNames::with_kind(provider, data_source, format!("{}{attempt}", wanted.kind))
+            };
+            let (kinds, resources) = taken.entry(names.group.clone()).or_default();
+            if let Err(message) = names.check() {
+                last_error = message;
+                break;
             }
-            match [&names.plural, &names.singular]
-                .into_iter()
-                .find_map(|n| resources.get(n).map(|o| (n, o)))
-            {
-                Some((name, owner)) => {
-                    Err(format!("resource name {name} is already used by {owner}"))
+            match clash(&names, kinds, resources) {
+                Some(message) => last_error = message,
+                None => {
+                    claimed = Some(names);
+                    break;
                 }
-                None => Ok(()),
             }
-        });
-        if let Err(message) = clash {
-            report.errors.push((type_name.to_owned(), message));
-            continue;
         }
+        let Some(names) = claimed else {
+            report.errors.push((type_name.to_owned(), last_error));
+            continue;
+        };
+        if names.kind != wanted.kind {
+            report.renamed.push((
+                type_name.to_owned(),
+                names.kind.clone(),
+                wanted.kind.clone(),
+            ));
+        }
+        let (kinds, resources) = taken.entry(names.group.clone()).or_default();
         kinds.extend([names.kind.clone(), names.list_kind.clone()]);
         for name in [&names.plural, &names.singular] {
             resources.insert(name.clone(), type_name.to_owned());
@@ -302,6 +339,25 @@ fn claim_names<'a>(
         }
     }
     named
+}
+
+/// Why `names` cannot be used next to the kinds and resource names already claimed in its
+/// group, if they cannot.
+fn clash(
+    names: &KindNames,
+    kinds: &BTreeSet<String>,
+    resources: &BTreeMap<String, String>,
+) -> Option<String> {
+    if let Some(kind) = [&names.kind, &names.list_kind]
+        .into_iter()
+        .find(|k| kinds.contains(*k))
+    {
+        return Some(format!("kind {kind} is already used in {}", names.group));
+    }
+    [&names.plural, &names.singular]
+        .into_iter()
+        .find_map(|n| resources.get(n).map(|o| (n, o)))
+        .map(|(name, owner)| format!("resource name {name} is already used by {owner}"))
 }
 
 enum Rendered {

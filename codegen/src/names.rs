@@ -57,17 +57,70 @@ use heck::{ToLowerCamelCase, ToSnakeCase, ToUpperCamelCase};
 /// The suffix of the field that replaces a sensitive argument in `spec.forProvider`.
 pub const SECRET_REF_SUFFIX: &str = "SecretRef";
 
+/// The longest kind that leaves room for its list kind (`<kind>List`) within the 63
+/// characters of a DNS-1035 label, which the API server requires of both once lowercased.
+pub const MAX_KIND_LEN: usize = 59;
+
+/// Long words abbreviated, in this order, when a kind would exceed [`MAX_KIND_LEN`]; the
+/// abbreviations are the ones the providers' own docs and AWS's APIs use.
+const ABBREVIATIONS: &[(&str, &str)] = &[
+    ("Configuration", "Config"),
+    ("Association", "Assoc"),
+    ("Notification", "Notif"),
+    ("Authorization", "Authz"),
+    ("Authentication", "Authn"),
+    ("Certificate", "Cert"),
+    ("Application", "App"),
+    ("Environment", "Env"),
+    ("Organization", "Org"),
+    ("Replication", "Repl"),
+    ("Attachment", "Attach"),
+    ("Management", "Mgmt"),
+    ("Additional", "Addl"),
+    ("Permission", "Perm"),
+    ("Specification", "Spec"),
+];
+
 /// The Kubernetes kind for a resource (or data source) type of a provider.
+///
+/// A kind longer than [`MAX_KIND_LEN`] has long words abbreviated (`Association` → `Assoc`)
+/// until it fits; should that not suffice, it is cut and ends in 8 hex digits of a hash of the
+/// type name, so distinct types keep distinct kinds. The CRD's `tf.kraken.dev/resource-type`
+/// annotation always names the type exactly.
 pub fn kind_for(provider_type: &str, resource_type: &str) -> String {
     let stripped = strip_provider_prefix(provider_type, resource_type);
     let kind = pascal(stripped);
     // A kind must start with a letter (it is a DNS-1035 label once lowercased); a type like
     // `random_1x` keeps its provider prefix instead.
-    if kind.starts_with(|c: char| c.is_ascii_alphabetic()) {
+    let kind = if kind.starts_with(|c: char| c.is_ascii_alphabetic()) {
         kind
     } else {
         pascal(resource_type)
+    };
+    shorten_kind(kind, resource_type)
+}
+
+fn shorten_kind(mut kind: String, resource_type: &str) -> String {
+    for (long, short) in ABBREVIATIONS {
+        if kind.len() <= MAX_KIND_LEN {
+            return kind;
+        }
+        kind = kind.replace(long, short);
     }
+    if kind.len() <= MAX_KIND_LEN {
+        return kind;
+    }
+    let hash = format!("{:08x}", fnv1a(resource_type.as_bytes()));
+    kind.truncate(MAX_KIND_LEN - hash.len());
+    kind + &hash
+}
+
+/// 32-bit FNV-1a: tiny, stable across releases and platforms, and plenty to tell apart the
+/// few types whose kinds need cutting.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// The resource type without its `<provider>_` prefix, when it has one.

@@ -197,7 +197,7 @@ fn names_follow_the_conventions() {
 }
 
 #[test]
-fn clashing_kinds_are_reported_and_short_name_clashes_dropped() {
+fn clashing_kinds_are_renamed_and_reported_and_short_name_clashes_dropped() {
     let mut schema = schema::ProviderSchema::default();
     for name in [
         "x_foo_bar",
@@ -210,16 +210,16 @@ fn clashing_kinds_are_reported_and_short_name_clashes_dropped() {
         schema.resources.insert(name.into(), Default::default());
     }
     let generated = generate("example/x", &schema, &Options::default()).expect("generate");
-    let errors: Vec<&str> = generated
-        .report
-        .errors
-        .iter()
-        .map(|(t, _)| t.as_str())
-        .collect();
     // x_a__b and x_a_b are both kind AB; x_foo_bar (FooBar) and x_foobar (Foobar) share
-    // the plural foobars. The first in order keeps the name.
-    assert_eq!(errors, ["x_a_b", "x_foobar"]);
-    assert!(generated.report.errors[0].1.contains("kind AB"));
+    // the plural foobars. The first in order keeps the name, the other takes a numbered kind.
+    assert!(generated.report.errors.is_empty(), "{}", generated.report);
+    let renamed: Vec<(&str, &str)> = generated
+        .report
+        .renamed
+        .iter()
+        .map(|(t, k, _)| (t.as_str(), k.as_str()))
+        .collect();
+    assert_eq!(renamed, [("x_a_b", "AB2"), ("x_foobar", "Foobar2")]);
     let thing = generated
         .crds
         .iter()
@@ -338,10 +338,101 @@ fn report_display_is_one_line_per_entry() {
                 count: 3,
             }],
         }],
+        renamed: vec![("a_ds".into(), "Ds2".into(), "Ds".into())],
         errors: vec![("a_c".into(), "too large".into())],
     };
     assert_eq!(
         report.to_string(),
-        "trimmed a_b: 10 -> 5 bytes (3 descriptions removed in status.atProvider)\nerror: a_c: too large\n"
+        "renamed a_ds: kind Ds2 (the names of Ds are taken in its group)\ntrimmed a_b: 10 -> 5 bytes (3 descriptions removed in status.atProvider)\nerror: a_c: too large\n"
     );
+}
+
+#[test]
+fn long_kinds_are_abbreviated_then_hashed_to_fit_list_kind_limits() {
+    use crate::names::{MAX_KIND_LEN, kind_for};
+    let abbreviated = kind_for(
+        "aws",
+        "aws_notifications_managed_notification_additional_channel_association",
+    );
+    assert_eq!(
+        abbreviated,
+        "NotificationsManagedNotificationAdditionalChannelAssoc"
+    );
+    let long = format!("aws_{}", "very_long_segment_".repeat(6));
+    let (a, b) = (kind_for("aws", &long), kind_for("aws", &format!("{long}x")));
+    assert!(
+        a.len() <= MAX_KIND_LEN && b.len() <= MAX_KIND_LEN,
+        "{a} {b}"
+    );
+    assert_ne!(a, b, "cut kinds stay distinct");
+    assert!(crate::ir::is_dns1035_label(
+        &format!("{a}List").to_ascii_lowercase()
+    ));
+}
+
+#[test]
+fn a_type_whose_names_are_taken_gets_a_numbered_kind_and_is_reported() {
+    let mut schema = ProviderSchema::default();
+    for name in ["x_tag", "x_tags"] {
+        schema.resources.insert(name.into(), Schema::default());
+    }
+    let generated = generate("example.com/acme/x", &schema, &Options::default()).expect("generate");
+    let kinds: Vec<&str> = generated.crds.iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(kinds, ["Tag", "Tags2"]);
+    assert_eq!(
+        generated.report.renamed,
+        [(
+            "x_tags".to_string(),
+            "Tags2".to_string(),
+            "Tags".to_string()
+        )]
+    );
+    assert!(generated.report.errors.is_empty());
+}
+
+#[test]
+fn streaming_writer_writes_the_same_files_as_write_dir() {
+    let schema = ProviderSchema {
+        resources: [
+            ("x_a".to_string(), Schema::default()),
+            ("x_b".to_string(), Schema::default()),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let generated = generate("example.com/acme/x", &schema, &Options::default()).expect("generate");
+    let (one, two) = (tempfile_dir("one"), tempfile_dir("two"));
+    write_dir(&generated, &one).expect("write_dir");
+    let mut writer = crate::DirWriter::create(&two).expect("create");
+    let report = crate::generate_each("example.com/acme/x", &schema, &Options::default(), |c| {
+        writer.write(&c)
+    })
+    .expect("generate_each");
+    writer.finish().expect("finish");
+    assert!(report.errors.is_empty());
+    let list = |d: &std::path::Path| {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(d)
+            .expect("read_dir")
+            .map(|e| {
+                let p = e.expect("entry").path();
+                (
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    std::fs::read_to_string(&p).expect("read"),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(list(&one), list(&two));
+    let _ = std::fs::remove_dir_all(&one);
+    let _ = std::fs::remove_dir_all(&two);
+}
+
+fn tempfile_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kraken-codegen-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }

@@ -23,10 +23,17 @@ pub(super) async fn run(args: CodegenArgs) -> anyhow::Result<()> {
     if let Some(max) = args.max_crd_bytes {
         opts.max_crd_bytes = max;
     }
-    let generated = kraken_codegen::generate(&address, &schema, &opts)
-        .with_context(|| format!("failed to generate CRDs for {address}"))?;
-    let report = &generated.report;
-    if generated.crds.is_empty() {
+    // Each CRD is written as soon as it is rendered, so memory holds one at a time.
+    let mut writer = kraken_codegen::DirWriter::create(&args.out)
+        .with_context(|| format!("failed to create {}", args.out.display()))?;
+    let (mut count, mut largest) = (0usize, 0usize);
+    let report = kraken_codegen::generate_each(&address, &schema, &opts, |crd| {
+        count += 1;
+        largest = largest.max(crd.json_bytes);
+        writer.write(&crd)
+    })
+    .with_context(|| format!("failed to generate CRDs for {address}"))?;
+    if count == 0 {
         for (name, message) in &report.errors {
             eprintln!("error: {name}: {message}");
         }
@@ -39,30 +46,24 @@ pub(super) async fn run(args: CodegenArgs) -> anyhow::Result<()> {
             }
         );
     }
-    kraken_codegen::write_dir(&generated, &args.out)
+    writer
+        .finish()
         .with_context(|| format!("failed to write CRDs to {}", args.out.display()))?;
-    if !report.trimmed.is_empty() || !report.errors.is_empty() {
+    if !report.trimmed.is_empty() || !report.errors.is_empty() || !report.renamed.is_empty() {
         eprint!("{report}");
     }
-    let largest = generated
-        .crds
-        .iter()
-        .map(|c| c.json_bytes)
-        .max()
-        .unwrap_or(0);
     let peak = peak_memory_mib()
         .map(|m| format!(", peak memory {m} MiB"))
         .unwrap_or_default();
     println!(
-        "wrote {} CRDs for {address} to {} (largest {} KiB{peak})",
-        generated.crds.len(),
+        "wrote {count} CRDs for {address} to {} (largest {} KiB{peak})",
         args.out.display(),
         largest / 1024
     );
-    if !generated.report.errors.is_empty() {
+    if !report.errors.is_empty() {
         bail!(
             "{} resource types could not be turned into CRDs (see above)",
-            generated.report.errors.len()
+            report.errors.len()
         );
     }
     Ok(())

@@ -209,7 +209,7 @@ macro_rules! provider_adapter {
                     resources: conv(resp.resource_schemas)?,
                     data_sources: conv(resp.data_source_schemas)?,
                     ephemeral_resources: conv(resp.ephemeral_resource_schemas)?,
-                    list_resources: BTreeMap::new(),
+                    list_resources: conv(resp.list_resource_schemas)?,
                     functions: resp
                         .functions
                         .into_iter()

@@ -2,6 +2,12 @@
 
 use clap::Parser;
 
+/// mimalloc instead of the system allocator: codegen and the value codec build many small
+/// short-lived trees, and glibc's malloc/free were ~45% of `kraken codegen`'s time on the AWS
+/// schema (see docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = kraken_bridge::cli::Cli::parse();
     kraken_bridge::cli::init_tracing(cli.verbose);

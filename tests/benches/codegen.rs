@@ -19,6 +19,10 @@ use anyhow::{Context as _, bail, ensure};
 use kraken_codegen::{Options, generate, write_dir};
 use kraken_tests::{ControlPlane, repo_root};
 
+/// The allocator the `kraken` binary ships with, so `generate()` is measured as users run it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn aws_schema_path() -> PathBuf {
     repo_root().join("tests/data/aws/schema.json.gz")
 }

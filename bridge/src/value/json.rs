@@ -135,7 +135,7 @@ fn encode_node(value: &Value, ty: &Type) -> Result<JsonNode> {
         _ => {
             return Err(Located::new(format!(
                 "expected {ty}, found {}",
-                kind(value)
+                value.kind_name()
             )));
         }
     };
@@ -148,22 +148,6 @@ fn encode_dynamic(value: &Value, ty: &Type) -> Result<JsonNode> {
         ("value".to_owned(), encode_node(value, ty)?),
         ("type".to_owned(), JsonNode::from_serde(&ty.to_json())),
     ]))
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value.untyped() {
-        Value::Null => "null",
-        Value::Unknown(_) => "unknown",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::List(_) => "list",
-        Value::Set(_) => "set",
-        Value::Map(_) => "map",
-        Value::Object(_) => "object",
-        Value::Tuple(_) => "tuple",
-        Value::Typed(..) => "typed value",
-    }
 }
 
 fn found(node: &JsonNode) -> &'static str {

@@ -142,6 +142,24 @@ impl Value {
         }
     }
 
+    /// The name of the value's kind, for mismatch messages (`string`, `list`, …).
+    pub fn kind_name(&self) -> &'static str {
+        match self.untyped() {
+            Self::Null => "null",
+            Self::Unknown(_) => "unknown",
+            Self::Bool(_) => "bool",
+            Self::Number(_) => "number",
+            Self::String(_) => "string",
+            Self::List(_) => "list",
+            Self::Set(_) => "set",
+            Self::Map(_) => "map",
+            Self::Object(_) => "object",
+            Self::Tuple(_) => "tuple",
+            // untyped() never returns Typed; named for completeness.
+            Self::Typed(..) => "typed value",
+        }
+    }
+
     /// Whether the value itself is known (its parts may not be).
     pub fn is_known(&self) -> bool {
         !matches!(self.untyped(), Self::Unknown(_))

@@ -52,23 +52,6 @@ struct Encoder<'a> {
     type_json: String,
 }
 
-/// The name of a value's kind for mismatch messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Unknown(_) => "unknown",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::List(_) => "list",
-        Value::Set(_) => "set",
-        Value::Map(_) => "map",
-        Value::Object(_) => "object",
-        Value::Tuple(_) => "tuple",
-        Value::Typed(_, inner) => kind(inner),
-    }
-}
-
 fn len32(len: usize) -> Result<u32> {
     u32::try_from(len).map_err(|_| Located::new("value too large for msgpack"))
 }
@@ -159,7 +142,7 @@ impl Encoder<'_> {
             _ => {
                 return Err(Located::new(format!(
                     "expected {ty}, found {}",
-                    kind(value)
+                    value.kind_name()
                 )));
             }
         }

@@ -15,6 +15,7 @@ mod convert;
 pub mod host;
 pub mod launch;
 pub mod lifecycle;
+pub mod pool;
 pub mod proposed;
 mod tls;
 pub mod v5;

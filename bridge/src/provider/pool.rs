@@ -1,0 +1,485 @@
+//! The provider pool: one long-lived, configured [`ProviderHost`] per
+//! (provider address, version, ProviderConfig generation), shared by every resource that uses it.
+//!
+//! Reconcilers ask [`ProviderPool::get`] for a host on every pass instead of keeping one, so the
+//! pool sees each use and can:
+//!
+//! - launch and `Configure` a process exactly once per key, however many reconciles race for it
+//!   (a per-key [`OnceCell`]);
+//! - roll a ProviderConfig change: a newer generation of the same ProviderConfig retires the older
+//!   host, which is shut down gracefully once the last caller holding it lets go — an apply in
+//!   flight is never cut off by a config change;
+//! - reap processes nobody has asked for within `idle_timeout`.
+//!
+//! Concurrency per process is bounded by the host's own semaphore. Crash restarts are the host's
+//! business (it relaunches and replays `Configure`); the pool keeps the host across them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::host::HostError;
+use super::{
+    DiagnosticsExt as _, LaunchOptions, Provider as _, ProviderError, ProviderHost,
+    REPORTED_TERRAFORM_VERSION,
+};
+use crate::value::Value;
+
+/// How often a retired host checks whether its last user has let go. Short, because a retired
+/// process is pure waste once it is free, and the check is two atomic loads.
+const RETIRE_POLL: Duration = Duration::from_millis(50);
+
+/// Identifies one pooled process: a provider build configured by one ProviderConfig generation.
+///
+/// The generation is explicit (rather than folded into an opaque string) so the pool can tell
+/// "a newer version of the same ProviderConfig" — which replaces the old process — from
+/// "a different ProviderConfig", which lives alongside it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    /// Provider source address, e.g. `registry.terraform.io/hashicorp/random`.
+    pub address: String,
+    pub version: String,
+    /// The ProviderConfig, e.g. `team-a/default`.
+    pub config_name: String,
+    /// The ProviderConfig's `metadata.generation`.
+    pub generation: i64,
+}
+
+impl PoolKey {
+    fn same_config(&self, other: &PoolKey) -> bool {
+        self.address == other.address
+            && self.version == other.version
+            && self.config_name == other.config_name
+    }
+}
+
+impl fmt::Display for PoolKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} ({}@{})",
+            self.address, self.version, self.config_name, self.generation
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Requests one provider process may serve at once.
+    pub max_concurrency_per_process: usize,
+    /// A process nobody has asked for in this long is shut down by [`ProviderPool::reap_idle`].
+    pub idle_timeout: Duration,
+}
+
+/// Gauges for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStats {
+    /// Configured hosts alive in the pool, including retired ones still draining.
+    pub processes: usize,
+    /// Hosts the pool has launched since it was created (restarts inside a host not counted).
+    pub launches: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("could not start provider {key}")]
+    Launch {
+        key: PoolKey,
+        #[source]
+        source: Box<HostError>,
+    },
+    /// The provider's own verdict on the ProviderConfig; `summary` is its error text.
+    #[error("provider {key} rejected its configuration: {summary}")]
+    Configure { key: PoolKey, summary: String },
+    #[error("provider {key} failed while being configured")]
+    Provider {
+        key: PoolKey,
+        #[source]
+        source: Box<ProviderError>,
+    },
+    /// Asked for a generation older than one already in use: serving it would relaunch the
+    /// outdated configuration and retire the current one.
+    #[error("ProviderConfig generation {key} is older than generation {current} already in use")]
+    Stale { key: PoolKey, current: i64 },
+}
+
+type Cell = Arc<OnceCell<Arc<ProviderHost>>>;
+
+struct Entry {
+    cell: Cell,
+    last_used: Instant,
+}
+
+impl Entry {
+    /// Nobody holds the host or is in the middle of obtaining it: only the pool's references
+    /// remain. Checked under the pool lock, so no new holder can appear after the check.
+    fn unheld(&self) -> bool {
+        Arc::strong_count(&self.cell) == 1
+            && self.cell.get().is_none_or(|h| Arc::strong_count(h) == 1)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<PoolKey, Entry>,
+    /// Retired hosts still draining; weak so the retire task alone decides when they go.
+    retiring: Vec<Weak<ProviderHost>>,
+}
+
+pub struct ProviderPool {
+    options: PoolOptions,
+    state: Mutex<State>,
+    launches: AtomicU64,
+}
+
+impl ProviderPool {
+    pub fn new(options: PoolOptions) -> Self {
+        Self {
+            options,
+            state: Mutex::new(State::default()),
+            launches: AtomicU64::new(0),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state is a map updated in single statements; a panic elsewhere cannot leave it
+        // half-written, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The configured host for `key`, launching and configuring it on first use.
+    ///
+    /// Racing callers for a new key share one launch. A failed launch or `Configure` caches
+    /// nothing, so the next call tries again (e.g. after the user fixed the ProviderConfig);
+    /// callers that were waiting on the failed launch each try once more, one at a time.
+    pub async fn get(
+        &self,
+        key: &PoolKey,
+        launch: LaunchOptions,
+        config: &Value,
+    ) -> Result<Arc<ProviderHost>, PoolError> {
+        let (cell, retired) = {
+            let mut state = self.state();
+            let (cell, retired) = checkout(&mut state.entries, key, Instant::now())?;
+            state.retiring.retain(|w| w.strong_count() > 0);
+            state
+                .retiring
+                .extend(retired.iter().filter_map(|c| c.get().map(Arc::downgrade)));
+            (cell, retired)
+        };
+        for old in retired {
+            retire(old);
+        }
+        let result = cell
+            .get_or_try_init(|| self.launch(key, launch, config))
+            .await
+            .cloned();
+        let mut state = self.state();
+        match &result {
+            // Launching may take a while; idle time starts when the caller gets the host.
+            Ok(_) => {
+                if let Some(e) = state.entries.get_mut(key) {
+                    e.last_used = Instant::now();
+                }
+            }
+            // Callers still waiting on this cell retry the launch themselves (OnceCell hands
+            // init to the next waiter), so only the last one out drops the entry; dropping it
+            // earlier would let a retry succeed in a cell the pool no longer tracks.
+            Err(_) => {
+                let last_out = Arc::strong_count(&cell) == 2;
+                if last_out
+                    && state
+                        .entries
+                        .get(key)
+                        .is_some_and(|e| Arc::ptr_eq(&e.cell, &cell) && e.cell.get().is_none())
+                {
+                    state.entries.remove(key);
+                }
+            }
+        }
+        result
+    }
+
+    /// Launch a host and bring it to the configured state, or shut it down again.
+    async fn launch(
+        &self,
+        key: &PoolKey,
+        launch: LaunchOptions,
+        config: &Value,
+    ) -> Result<Arc<ProviderHost>, PoolError> {
+        let host = Arc::new(ProviderHost::new(
+            launch,
+            self.options.max_concurrency_per_process,
+        ));
+        host.start().await.map_err(|e| PoolError::Launch {
+            key: key.clone(),
+            source: Box::new(e),
+        })?;
+        self.launches.fetch_add(1, Ordering::Relaxed);
+        info!(provider = %key, "launched pooled provider");
+        if let Err(err) = configure(&host, key, config).await {
+            host.shutdown().await;
+            return Err(err);
+        }
+        Ok(host)
+    }
+
+    /// Shut down hosts nobody has asked for within `idle_timeout` and nobody holds. Returns how
+    /// many were shut down.
+    pub async fn reap_idle(&self) -> usize {
+        let idle: Vec<(PoolKey, Cell)> = {
+            let mut state = self.state();
+            let timeout = self.options.idle_timeout;
+            let keys: Vec<PoolKey> = state
+                .entries
+                .iter()
+                .filter(|(_, e)| e.last_used.elapsed() >= timeout && e.unheld())
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| state.entries.remove(&k).map(|e| (k, e.cell)))
+                .collect()
+        };
+        let mut reaped = 0;
+        for (key, cell) in idle {
+            if let Some(host) = cell.get() {
+                info!(provider = %key, "shutting down idle provider");
+                host.shutdown().await;
+                reaped += 1;
+            }
+        }
+        reaped
+    }
+
+    /// Call [`reap_idle`](Self::reap_idle) every `every` until the pool is dropped.
+    pub fn spawn_reaper(self: Arc<Self>, every: Duration) -> JoinHandle<()> {
+        // Weak, so a forgotten reaper task does not keep the pool (and its processes) alive.
+        let pool = Arc::downgrade(&self);
+        drop(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(pool) = pool.upgrade() else { return };
+                pool.reap_idle().await;
+            }
+        })
+    }
+
+    /// Shut down every process, held or not — for operator shutdown. Callers still holding a
+    /// host would relaunch it on their next request, so stop using the pool first.
+    pub async fn shutdown_all(&self) {
+        let hosts: Vec<Arc<ProviderHost>> = {
+            let mut state = self.state();
+            let mut hosts: Vec<_> = state
+                .entries
+                .drain()
+                .filter_map(|(_, e)| e.cell.get().cloned())
+                .collect();
+            hosts.extend(state.retiring.drain(..).filter_map(|w| w.upgrade()));
+            hosts
+        };
+        shutdown_each(hosts).await;
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let state = self.state();
+        let live = state.entries.values().filter(|e| e.cell.get().is_some());
+        let draining = state.retiring.iter().filter(|w| w.strong_count() > 0);
+        PoolStats {
+            processes: live.count() + draining.count(),
+            launches: self.launches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Find or create the cell for `key`, removing (and returning) older generations of the same
+/// ProviderConfig. Pure map logic, kept apart so it can be tested without processes.
+fn checkout(
+    entries: &mut HashMap<PoolKey, Entry>,
+    key: &PoolKey,
+    now: Instant,
+) -> Result<(Cell, Vec<Cell>), PoolError> {
+    let newest = entries
+        .keys()
+        .filter(|k| k.same_config(key))
+        .map(|k| k.generation)
+        .max();
+    if let Some(current) = newest.filter(|g| *g > key.generation) {
+        return Err(PoolError::Stale {
+            key: key.clone(),
+            current,
+        });
+    }
+    let older: Vec<PoolKey> = entries
+        .keys()
+        .filter(|k| k.same_config(key) && k.generation < key.generation)
+        .cloned()
+        .collect();
+    let retired = older
+        .iter()
+        .filter_map(|k| entries.remove(k).map(|e| e.cell))
+        .collect();
+    let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
+        cell: Arc::default(),
+        last_used: now,
+    });
+    entry.last_used = now;
+    Ok((entry.cell.clone(), retired))
+}
+
+/// Validate and configure a fresh host the way Terraform does before first use.
+async fn configure(host: &ProviderHost, key: &PoolKey, config: &Value) -> Result<(), PoolError> {
+    let provider_err = |source| PoolError::Provider {
+        key: key.clone(),
+        source: Box::new(source),
+    };
+    let mut diags = host
+        .validate_provider_config(config)
+        .await
+        .map_err(provider_err)?;
+    if !diags.has_errors() {
+        diags = host
+            .configure(REPORTED_TERRAFORM_VERSION, config)
+            .await
+            .map_err(provider_err)?;
+    }
+    if diags.has_errors() {
+        return Err(PoolError::Configure {
+            key: key.clone(),
+            summary: diags.error_summary(),
+        });
+    }
+    Ok(())
+}
+
+/// Shut a retired host down once its last user lets go.
+///
+/// Polling the reference count (rather than, say, a drop guard handed to callers) keeps the
+/// caller's API a plain `Arc<ProviderHost>`; a retired host is rare and the poll is cheap.
+/// Once removed from the map, the cell's only source of new clones is gone, so a count of
+/// one stays one.
+fn retire(cell: Cell) {
+    tokio::spawn(async move {
+        loop {
+            let unheld = Arc::strong_count(&cell) == 1
+                && cell.get().is_none_or(|h| Arc::strong_count(h) == 1);
+            if unheld {
+                break;
+            }
+            tokio::time::sleep(RETIRE_POLL).await;
+        }
+        if let Some(host) = cell.get() {
+            info!("shutting down provider of a superseded ProviderConfig generation");
+            host.shutdown().await;
+        }
+    });
+}
+
+async fn shutdown_each(hosts: Vec<Arc<ProviderHost>>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for host in hosts {
+        tasks.spawn(async move { host.shutdown().await });
+    }
+    while let Some(res) = tasks.join_next().await {
+        if let Err(err) = res {
+            warn!("provider shutdown task failed: {err}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(config: &str, generation: i64) -> PoolKey {
+        PoolKey {
+            address: "registry.terraform.io/hashicorp/random".into(),
+            version: "3.6.0".into(),
+            config_name: config.into(),
+            generation,
+        }
+    }
+
+    #[test]
+    fn checkout_reuses_the_cell_for_the_same_key() {
+        let mut map = HashMap::new();
+        let now = Instant::now();
+        let (a, retired) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        assert!(retired.is_empty());
+        let (b, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(map.len(), 1);
+    }
+
+    #[test]
+    fn checkout_keeps_other_configs_and_versions_apart() {
+        let mut map = HashMap::new();
+        let now = Instant::now();
+        let (a, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        let (b, retired) = checkout(&mut map, &key("b/default", 1), now).expect("checkout");
+        assert!(retired.is_empty());
+        let mut other_version = key("a/default", 2);
+        other_version.version = "3.7.0".into();
+        let (c, retired) = checkout(&mut map, &other_version, now).expect("checkout");
+        assert!(
+            retired.is_empty(),
+            "another version is not a newer generation"
+        );
+        assert!(!Arc::ptr_eq(&a, &b) && !Arc::ptr_eq(&a, &c));
+        assert_eq!(map.len(), 3);
+    }
+
+    #[test]
+    fn a_newer_generation_retires_older_ones_and_refuses_going_back() {
+        let mut map = HashMap::new();
+        let now = Instant::now();
+        let (g1, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        let (_, retired) = checkout(&mut map, &key("a/default", 3), now).expect("checkout");
+        assert_eq!(retired.len(), 1);
+        assert!(Arc::ptr_eq(&retired[0], &g1));
+        assert!(!map.contains_key(&key("a/default", 1)));
+        let err = checkout(&mut map, &key("a/default", 2), now).err();
+        assert!(
+            matches!(err, Some(PoolError::Stale { current: 3, .. })),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn entry_is_held_while_a_caller_holds_the_cell() {
+        let entry = Entry {
+            cell: Arc::default(),
+            last_used: Instant::now(),
+        };
+        assert!(entry.unheld());
+        let caller = entry.cell.clone();
+        assert!(!entry.unheld());
+        drop(caller);
+        assert!(entry.unheld());
+    }
+
+    #[tokio::test]
+    async fn a_failed_launch_caches_nothing() {
+        let pool = ProviderPool::new(PoolOptions {
+            max_concurrency_per_process: 2,
+            idle_timeout: Duration::from_secs(60),
+        });
+        let mut launch = LaunchOptions::new("/nonexistent/terraform-provider-nothing");
+        launch.handshake_timeout = Duration::from_secs(5);
+        let err = pool
+            .get(&key("a/default", 1), launch, &Value::Null)
+            .await
+            .err();
+        assert!(matches!(err, Some(PoolError::Launch { .. })), "{err:?}");
+        assert_eq!(pool.stats(), PoolStats::default());
+        assert!(pool.state().entries.is_empty());
+    }
+}

@@ -3,7 +3,8 @@
 #   - codegen/testdata/schemas/*.json: the test providers' schemas, read from the real provider
 #     binaries with `kraken schema` (needs `scripts/testenv.sh install`);
 #   - generated-crds/<provider>/: the CRDs codegen makes from those schemas (codegen's golden
-#     test rewrites them).
+#     test rewrites them);
+#   - generated-crds/core/: the CRDs of Kraken's own kinds, derived from their Rust types.
 #
 # Usage: scripts/generate.sh           regenerate in place
 #        scripts/generate.sh --check   regenerate, then fail if anything differs from what is
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 check=0
 case "${1:-}" in
   --check) check=1 ;;
-  -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   "") ;;
   *) echo "generate.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -39,6 +40,8 @@ mkdir -p "$schemas"
   --address registry.kraken.dev/kraken/fixture > "$schemas/fixture.json"
 
 KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-codegen --test golden >/dev/null
+# The core kinds (ProviderConfig, …) are derived from Rust types in bridge/src/core_kinds.
+KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-bridge --lib core_kinds >/dev/null
 
 if [ "$check" = 1 ]; then
   stale=$(git status --porcelain -- "$schemas" generated-crds)

@@ -6,5 +6,6 @@
 //! launcher) → [`cli`] (subcommands).
 
 pub mod cli;
+pub mod core_kinds;
 pub mod provider;
 pub mod value;

@@ -88,6 +88,16 @@ pub struct Attribute {
 }
 
 impl Attribute {
+    /// An optional argument of type `ty`, everything else default: the common case in tests
+    /// and hand-built schemas.
+    pub fn optional_of(ty: Type) -> Self {
+        Self {
+            ty: Some(ty),
+            optional: true,
+            ..Default::default()
+        }
+    }
+
     /// Whether a user may set this attribute (required or optional).
     pub fn is_argument(&self) -> bool {
         self.required || self.optional
@@ -266,11 +276,7 @@ mod tests {
     use super::*;
 
     fn attr(ty: Type) -> Attribute {
-        Attribute {
-            ty: Some(ty),
-            optional: true,
-            ..Default::default()
-        }
+        Attribute::optional_of(ty)
     }
 
     #[test]

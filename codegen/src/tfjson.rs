@@ -283,11 +283,7 @@ mod tests {
     use crate::schema::{BlockNesting, ObjectNesting, ServerCapabilities, StringKind};
 
     fn attr(ty: Type) -> Attribute {
-        Attribute {
-            ty: Some(ty),
-            optional: true,
-            ..Default::default()
-        }
+        Attribute::optional_of(ty)
     }
 
     fn block(attributes: impl IntoIterator<Item = (&'static str, Attribute)>) -> Block {

@@ -188,6 +188,35 @@ pub fn scratch_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
     Ok(tempfile::Builder::new().prefix(prefix).tempdir()?)
 }
 
+/// Reading the fixture provider's ledger (`tests/fixtures/terraform-provider-fixture`): the
+/// "cloud" that tests count objects in. `objects/<id>.json` are the live objects; `events.log`
+/// records every real mutation as `<nanos> <op> <id> <name>`.
+pub mod ledger {
+    use std::path::Path;
+
+    /// How many objects exist in the ledger at `dir`.
+    pub fn live_objects(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join("objects"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Every recorded mutation, oldest first, as `(op, id)` with op in create|update|delete.
+    pub fn events(dir: &Path) -> Vec<(String, String)> {
+        let text = std::fs::read_to_string(dir.join("events.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace().skip(1);
+                Some((it.next()?.to_string(), it.next()?.to_string()))
+            })
+            .collect()
+    }
+}
+
 /// A local control plane (etcd + kube-apiserver) from `scripts/testenv.sh up`, stopped on drop.
 pub struct ControlPlane {
     run_dir: PathBuf,

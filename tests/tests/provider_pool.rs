@@ -16,6 +16,7 @@ use kraken_bridge::provider::{
 };
 use kraken_bridge::value::Value;
 use kraken_bridge::value::kube::from_kube_json;
+use kraken_tests::ledger::live_objects;
 use kraken_tests::{ProviderBin, TestEnv};
 use serde_json::json;
 
@@ -83,16 +84,6 @@ async fn create_object(p: &dyn Provider, name: &str) -> anyhow::Result<()> {
         applied.diagnostics.error_summary()
     );
     Ok(())
-}
-
-fn live_objects(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("objects"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use kraken_bridge::provider::{
 };
 use kraken_bridge::value::kube::from_kube_json;
 use kraken_bridge::value::{AttrPath, Value};
+use kraken_tests::ledger::{events, live_objects};
 use kraken_tests::{ProviderBin, TestEnv};
 use serde_json::json;
 
@@ -255,28 +256,6 @@ async fn null_protocol5_replace_and_data_source() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The fixture's ledger: `events.log` lines are `<nanos> <op> <id> <name>`.
-fn ledger_events(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    let text = std::fs::read_to_string(dir.join("events.log")).unwrap_or_default();
-    Ok(text
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace().skip(1);
-            Some((it.next()?.to_string(), it.next()?.to_string()))
-        })
-        .collect())
-}
-
-fn live_objects(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("objects"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn fixture_protocol6_full_lifecycle() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
@@ -344,7 +323,7 @@ async fn fixture_protocol6_full_lifecycle() -> anyhow::Result<()> {
     assert_eq!(string(&imported.new_state, "name"), "beta");
 
     step(p, t, &s3, &Value::Null, Action::Delete).await?;
-    let ops: Vec<String> = ledger_events(ledger.path())?
+    let ops: Vec<String> = events(ledger.path())
         .into_iter()
         .map(|(op, _)| op)
         .collect();

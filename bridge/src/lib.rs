@@ -6,6 +6,7 @@
 //! launcher) → [`cli`] (subcommands).
 
 pub mod cli;
+pub mod controller;
 pub mod core_kinds;
 pub mod provider;
 pub mod value;

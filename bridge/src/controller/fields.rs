@@ -1,0 +1,500 @@
+//! Kubernetes field names ↔ Terraform attribute names, for one resource type.
+//!
+//! The generated CRDs name every field in lowerCamelCase and replace a sensitive argument `x`
+//! with `xSecretRef`; the provider speaks Terraform's names. A [`FieldMap`] translates in the
+//! steps of a reconcile that cross that line:
+//!
+//! - *build the configuration*: [`FieldMap::secret_refs`] says which Secrets to fetch, then
+//!   [`FieldMap::spec_to_tf`] renames `spec.forProvider`, resolves the Secret references and
+//!   fills in absent nested blocks, ready for [`crate::value::kube::from_kube_json`];
+//! - *write status*: [`FieldMap::state_to_status`] turns state into `status.atProvider`;
+//! - *report*: [`FieldMap::kube_path`] names a provider diagnostic's or a plan's attribute path
+//!   as the field a user wrote.
+//!
+//! The map is built from codegen's IR ([`kraken_codegen::ir::build`]), so it is by
+//! construction the mapping the CRDs were generated with. The IR does not say which fields
+//! are nested blocks nor the types of sensitive arguments, so the constructor reads those from
+//! the schema alongside and keeps a compact tree without descriptions (submodule `tree`): a
+//! map lives as long as its kind's controller and is shared by every reconcile.
+//!
+//! Scalars, and values whose JSON shape does not match the schema, pass through unchanged:
+//! `from_kube_json` checks them against the type and reports a Terraform path, which
+//! [`FieldMap::kube_path`] maps back. Below `dynamic` and tuple types values are plain JSON
+//! keyed by Terraform's own names (as in the CRDs, see [`kraken_codegen::names`]).
+
+mod tree;
+
+use kraken_codegen::names::SECRET_REF_SUFFIX;
+use kraken_codegen::schema::Schema;
+use serde_json::{Map, Value as Json};
+
+use crate::value::{AttrPath, PathStep};
+use tree::{Level, Node, Slot, views};
+
+#[cfg(test)]
+mod tests;
+
+/// Why a spec could not be translated. The `Secret*` variants are made by the caller's
+/// Secret lookup and passed through unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    #[error("{path}: unknown field")]
+    UnknownField { path: String },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("{path}: already set")]
+    AlreadySet { path: String },
+    #[error("secret {name} not found")]
+    SecretNotFound { name: String },
+    #[error("secret {name} has no key {key}")]
+    SecretKeyNotFound { name: String, key: String },
+}
+
+/// A key of a Secret in the resource's namespace, as an `xSecretRef` field names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SecretRef {
+    pub name: String,
+    pub key: String,
+}
+
+/// Highest list index [`set_json_path`] creates: bounds what one path can allocate.
+const MAX_CREATED_INDEX: usize = 1023;
+
+/// The field mapping of one resource type (or of a provider's configuration block).
+#[derive(Debug, Clone)]
+pub struct FieldMap {
+    spec: Level,
+    status: Level,
+    /// Where `spec` sits in the object (`spec.forProvider`), for error and diagnostic paths.
+    spec_base: &'static [&'static str],
+    /// Where `status` sits; `None` when the object has no status view (a ProviderConfig).
+    status_base: Option<&'static [&'static str]>,
+    /// A sensitive argument may also be given as a plain value under its own name.
+    plain_sensitive: bool,
+}
+
+impl FieldMap {
+    /// For a managed resource type: `spec.forProvider` and `status.atProvider`.
+    pub fn for_resource(type_name: &str, schema: &Schema) -> Self {
+        let (spec, status) = views(type_name, schema);
+        Self {
+            spec,
+            status,
+            spec_base: &["spec", "forProvider"],
+            status_base: Some(&["status", "atProvider"]),
+            plain_sensitive: false,
+        }
+    }
+
+    /// For a provider's configuration block (`ProviderConfig.spec.config`): a sensitive
+    /// argument `x` is accepted under its plain name `x` (the operator has already merged
+    /// `configFrom` Secret values in), as well as `xSecretRef`.
+    pub fn for_provider_config(schema: &Schema) -> Self {
+        let (spec, status) = views("provider", schema);
+        Self {
+            spec,
+            status,
+            spec_base: &["spec", "config"],
+            status_base: None,
+            plain_sensitive: true,
+        }
+    }
+
+    /// `spec.forProvider` (Kubernetes names) → JSON keyed by Terraform names, ready for
+    /// [`crate::value::kube::from_kube_json`] with the block's implied type.
+    ///
+    /// `xSecretRef` fields are resolved through `secret`, whose errors are returned as they
+    /// are. A Secret value is the argument's text, or its JSON (keyed by Terraform names)
+    /// when the argument's type is a collection, object or `dynamic`. Absent or null nested
+    /// blocks become what Terraform configures for a block that is not written: `[]` for
+    /// list and set nesting, `{}` for map nesting, the empty object for group nesting, null
+    /// for single nesting.
+    pub fn spec_to_tf(
+        &self,
+        for_provider: &Json,
+        secret: &mut dyn FnMut(&SecretRef) -> Result<String, FieldError>,
+    ) -> Result<Json, FieldError> {
+        let mut walk = ToTf {
+            plain_sensitive: self.plain_sensitive,
+            secret,
+            path: base_path(self.spec_base),
+        };
+        match for_provider {
+            Json::Null => walk.object(&self.spec, &Map::new()),
+            Json::Object(members) => walk.object(&self.spec, members),
+            _ => Err(walk.invalid("expected an object")),
+        }
+    }
+
+    /// Every Secret reference in `spec.forProvider`, each once, in order of appearance, so
+    /// the caller can fetch those Secrets before [`FieldMap::spec_to_tf`]. Fields the schema
+    /// does not know are skipped here; `spec_to_tf` reports them.
+    pub fn secret_refs(&self, for_provider: &Json) -> Vec<SecretRef> {
+        let mut out = Vec::new();
+        if let Json::Object(members) = for_provider {
+            refs_in_object(&self.spec, members, &mut out);
+        }
+        out
+    }
+
+    /// Terraform state as JSON (from [`crate::value::kube::to_kube_json`]) →
+    /// `status.atProvider`: Kubernetes names, without sensitive and write-only attributes,
+    /// without nulls (in objects and maps; list elements keep their positions). Anything
+    /// but an object gives an empty object.
+    pub fn state_to_status(&self, state: &Json) -> Json {
+        match state {
+            Json::Object(members) => status_object(&self.status, members),
+            _ => Json::Object(Map::new()),
+        }
+    }
+
+    /// A Terraform attribute path as the Kubernetes field path a user knows: under
+    /// `spec.forProvider` when it names an argument (a sensitive one as its `xSecretRef`
+    /// field; in a ProviderConfig under `spec.config` by its plain name), else under
+    /// `status.atProvider`. Steps the schema does not know keep their Terraform names.
+    pub fn kube_path(&self, path: &AttrPath) -> String {
+        let spec = render(&self.spec, path, self.plain_sensitive);
+        let (base, steps) = match (spec, self.status_base) {
+            (Ok(steps), _) => (self.spec_base, steps),
+            (Err(steps), None) => (self.spec_base, steps),
+            (Err(_), Some(status_base)) => {
+                let steps = render(&self.status, path, false).unwrap_or_else(|steps| steps);
+                (status_base, steps)
+            }
+        };
+        AttrPath::from(steps).prefixed(&base_path(base)).to_string()
+    }
+}
+
+fn base_path(base: &[&str]) -> AttrPath {
+    AttrPath::from(
+        base.iter()
+            .map(|s| PathStep::Attr((*s).to_owned()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn index_step(i: usize) -> PathStep {
+    PathStep::Index(i64::try_from(i).unwrap_or(i64::MAX))
+}
+
+/// The walk of [`FieldMap::spec_to_tf`]; `path` is the Kubernetes path of the value at hand.
+struct ToTf<'s> {
+    plain_sensitive: bool,
+    secret: &'s mut dyn FnMut(&SecretRef) -> Result<String, FieldError>,
+    path: AttrPath,
+}
+
+impl ToTf<'_> {
+    fn invalid(&self, message: impl Into<String>) -> FieldError {
+        FieldError::Invalid {
+            path: self.path.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// Runs `f` with `step` appended to the path.
+    fn at<T>(&mut self, step: PathStep, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.path.push(step);
+        let out = f(self);
+        self.path.steps.pop();
+        out
+    }
+
+    fn object(&mut self, level: &Level, members: &Map<String, Json>) -> Result<Json, FieldError> {
+        let mut out = Map::new();
+        for (name, value) in members {
+            self.at(PathStep::Attr(name.clone()), |walk| {
+                let (slot, plain) = walk.find(level, name)?;
+                if value.is_null() {
+                    return Ok(());
+                }
+                let tf_value = if plain {
+                    value.clone()
+                } else {
+                    walk.value(&slot.node, value)?
+                };
+                // Only a sensitive argument has two names (`x`, `xSecretRef`).
+                if out.insert(slot.tf_name.clone(), tf_value).is_some() {
+                    let plain = slot.name.strip_suffix(SECRET_REF_SUFFIX);
+                    let message = format!(
+                        "set twice, as {} and as {}",
+                        plain.unwrap_or(&slot.name),
+                        slot.name
+                    );
+                    return Err(walk.invalid(message));
+                }
+                Ok(())
+            })?;
+        }
+        for slot in &level.slots {
+            if let Some(absent) = &slot.absent {
+                out.entry(slot.tf_name.clone())
+                    .or_insert_with(|| absent.clone());
+            }
+        }
+        Ok(Json::Object(out))
+    }
+
+    /// The slot a Kubernetes field names, and whether it is a sensitive argument given by
+    /// its plain name.
+    fn find<'l>(&self, level: &'l Level, name: &str) -> Result<(&'l Slot, bool), FieldError> {
+        if let Some(slot) = level.by_name(name) {
+            return Ok((slot, false));
+        }
+        let plain = level
+            .by_name(&format!("{name}{SECRET_REF_SUFFIX}"))
+            .filter(|s| self.plain_sensitive && matches!(s.node, Node::Secret { .. }));
+        match plain {
+            Some(slot) => Ok((slot, true)),
+            None => Err(FieldError::UnknownField {
+                path: self.path.to_string(),
+            }),
+        }
+    }
+
+    fn value(&mut self, node: &Node, value: &Json) -> Result<Json, FieldError> {
+        match (node, value) {
+            (_, Json::Null) => Ok(Json::Null),
+            (Node::Object(level), Json::Object(members)) => self.object(level, members),
+            (Node::List(item), Json::Array(items)) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, v) in items.iter().enumerate() {
+                    out.push(self.at(index_step(i), |walk| walk.value(item, v))?);
+                }
+                Ok(Json::Array(out))
+            }
+            (Node::Map(item), Json::Object(members)) => {
+                let mut out = Map::new();
+                for (key, v) in members {
+                    let converted = self.at(PathStep::Key(key.clone()), |w| w.value(item, v))?;
+                    out.insert(key.clone(), converted);
+                }
+                Ok(Json::Object(out))
+            }
+            (Node::Secret { json }, _) => self.secret_value(value, *json),
+            // Scalars, dynamic values and mismatched shapes: from_kube_json checks them.
+            _ => Ok(value.clone()),
+        }
+    }
+
+    fn secret_value(&mut self, value: &Json, json: bool) -> Result<Json, FieldError> {
+        let Some(reference) = secret_ref(value) else {
+            return Err(self.invalid("expected a secret reference with name and key"));
+        };
+        let text = (self.secret)(&reference)?;
+        if !json {
+            return Ok(Json::String(text));
+        }
+        serde_json::from_str(&text).map_err(|_| {
+            self.invalid(format!(
+                "key {} of secret {} must hold JSON for this argument's type",
+                reference.key, reference.name
+            ))
+        })
+    }
+}
+
+/// `{name, key}` with both non-empty strings.
+fn secret_ref(value: &Json) -> Option<SecretRef> {
+    let text = |field: &str| {
+        value
+            .get(field)
+            .and_then(Json::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    Some(SecretRef {
+        name: text("name")?,
+        key: text("key")?,
+    })
+}
+
+fn refs_in_object(level: &Level, members: &Map<String, Json>, out: &mut Vec<SecretRef>) {
+    for (name, value) in members {
+        if let Some(slot) = level.by_name(name) {
+            refs_in_value(&slot.node, value, out);
+        }
+    }
+}
+
+fn refs_in_value(node: &Node, value: &Json, out: &mut Vec<SecretRef>) {
+    match (node, value) {
+        (Node::Secret { .. }, _) => {
+            if let Some(reference) = secret_ref(value)
+                && !out.contains(&reference)
+            {
+                out.push(reference);
+            }
+        }
+        (Node::Object(level), Json::Object(members)) => refs_in_object(level, members, out),
+        (Node::List(item), Json::Array(items)) => {
+            items.iter().for_each(|v| refs_in_value(item, v, out));
+        }
+        (Node::Map(item), Json::Object(members)) => {
+            members.values().for_each(|v| refs_in_value(item, v, out));
+        }
+        _ => {}
+    }
+}
+
+fn status_object(level: &Level, members: &Map<String, Json>) -> Json {
+    let mut out = Map::new();
+    for (tf_name, value) in members {
+        // Attributes the status view lacks are sensitive or write-only: never published.
+        let Some(slot) = level.by_tf(tf_name) else {
+            continue;
+        };
+        if value.is_null() || matches!(slot.node, Node::Secret { .. }) {
+            continue;
+        }
+        out.insert(slot.name.clone(), status_value(&slot.node, value));
+    }
+    Json::Object(out)
+}
+
+fn status_value(node: &Node, value: &Json) -> Json {
+    match (node, value) {
+        (Node::Object(level), Json::Object(members)) => status_object(level, members),
+        (Node::List(item), Json::Array(items)) => {
+            Json::Array(items.iter().map(|v| status_value(item, v)).collect())
+        }
+        (Node::Map(item), Json::Object(members)) => Json::Object(
+            members
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), status_value(item, v)))
+                .collect(),
+        ),
+        _ => value.clone(),
+    }
+}
+
+/// Where a path step leads.
+#[derive(Clone, Copy)]
+enum Pos<'a> {
+    Object(&'a Level),
+    Node(&'a Node),
+}
+
+impl<'a> Pos<'a> {
+    fn of(node: &'a Node) -> Self {
+        match node {
+            Node::Object(level) => Pos::Object(level),
+            other => Pos::Node(other),
+        }
+    }
+}
+
+/// `path` in Kubernetes names below `level`: `Ok` when the schema knows every step (or the
+/// steps below a secret reference or a dynamic value, which are dropped or kept as they
+/// are), `Err` with the unknown rest in Terraform names otherwise.
+fn render(
+    level: &Level,
+    path: &AttrPath,
+    plain_sensitive: bool,
+) -> Result<Vec<PathStep>, Vec<PathStep>> {
+    let mut out = Vec::with_capacity(path.steps.len());
+    let mut pos = Pos::Object(level);
+    for (i, step) in path.steps.iter().enumerate() {
+        let next = match (pos, step) {
+            (Pos::Object(level), PathStep::Attr(tf_name) | PathStep::Key(tf_name)) => {
+                level.by_tf(tf_name).map(|slot| match &slot.node {
+                    Node::Secret { .. } if plain_sensitive => {
+                        let name = slot.name.strip_suffix(SECRET_REF_SUFFIX);
+                        (PathStep::Attr(name.unwrap_or(&slot.name).to_owned()), None)
+                    }
+                    Node::Secret { .. } => (PathStep::Attr(slot.name.clone()), None),
+                    node => (PathStep::Attr(slot.name.clone()), Some(Pos::of(node))),
+                })
+            }
+            (Pos::Node(Node::List(item)), PathStep::Index(_))
+            | (Pos::Node(Node::Map(item)), PathStep::Key(_)) => {
+                Some((step.clone(), Some(Pos::of(item))))
+            }
+            (Pos::Node(Node::Any), _) => {
+                out.extend(path.steps[i..].iter().cloned());
+                return Ok(out);
+            }
+            _ => None,
+        };
+        match next {
+            Some((step, Some(next))) => {
+                out.push(step);
+                pos = next;
+            }
+            // Below a secret reference there is nothing a user can point at.
+            Some((step, None)) => {
+                out.push(step);
+                return Ok(out);
+            }
+            None => {
+                out.extend(path.steps[i..].iter().cloned());
+                return Err(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Sets `value` at a dotted path of field names below `doc` (`assumeRole.0.roleArn`), as
+/// ProviderConfig's `configFrom` merges a Secret value into `config`.
+///
+/// A numeric segment indexes an existing list, or creates one where nothing is yet (missing
+/// elements before it are null until another path fills them); on an existing object it is
+/// a key, as in a map. Objects are created as needed. A value already present at the path
+/// (anything but null) is not overwritten: that is an [`FieldError::AlreadySet`] error.
+pub fn set_json_path(doc: &mut Json, dotted: &str, value: Json) -> Result<(), FieldError> {
+    let segments: Vec<&str> = dotted.split('.').collect();
+    let invalid = |upto: usize, message: &str| FieldError::Invalid {
+        path: match segments[..upto].join(".") {
+            p if p.is_empty() => "(root)".to_owned(),
+            p => p,
+        },
+        message: message.to_owned(),
+    };
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(FieldError::Invalid {
+            path: dotted.to_owned(),
+            message: "empty path segment".to_owned(),
+        });
+    }
+    let mut at = doc;
+    for (i, segment) in segments.iter().enumerate() {
+        let index = segment.parse::<usize>().ok();
+        if at.is_null() {
+            *at = match index {
+                Some(_) => Json::Array(Vec::new()),
+                None => Json::Object(Map::new()),
+            };
+        }
+        at = match at {
+            Json::Object(members) => members.entry(*segment).or_insert(Json::Null),
+            Json::Array(items) => {
+                let Some(index) = index else {
+                    return Err(invalid(i + 1, "expected a list index"));
+                };
+                if index >= items.len() {
+                    if index > MAX_CREATED_INDEX {
+                        return Err(invalid(i + 1, "list index too large"));
+                    }
+                    items.resize(index + 1, Json::Null);
+                }
+                &mut items[index]
+            }
+            _ => {
+                return Err(invalid(
+                    i,
+                    "already set to a value that is not an object or list",
+                ));
+            }
+        };
+    }
+    if !at.is_null() {
+        return Err(FieldError::AlreadySet {
+            path: dotted.to_owned(),
+        });
+    }
+    *at = value;
+    Ok(())
+}

@@ -1,0 +1,3 @@
+//! Managed-resource controller.
+
+pub mod fields;

@@ -3,10 +3,11 @@
 //!
 //! Layering, bottom up: [`value`] (cty types and values, wire codecs) → [`provider`] (the
 //! protocol-neutral [`provider::Provider`] trait, the v5/v6 gRPC adapters and the process
-//! launcher) → [`cli`] (subcommands).
+//! launcher) → [`operator`] (controllers, leader election, metrics) → [`cli`] (subcommands).
 
 pub mod cli;
 pub mod controller;
 pub mod core_kinds;
+pub mod operator;
 pub mod provider;
 pub mod value;

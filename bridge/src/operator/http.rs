@@ -1,0 +1,214 @@
+//! The operator's HTTP endpoint (`--metrics-addr`): `/metrics` for Prometheus, `/healthz` for
+//! the liveness probe and `/readyz` for the readiness probe.
+//!
+//! Three fixed routes do not need a web framework: this is hyper's HTTP/1 server on a tokio
+//! listener, one task per connection.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use super::metrics::Metrics;
+
+/// What [`Metrics::encode`] writes.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// After a failed `accept` (e.g. out of file descriptors), wait before the next one rather
+/// than spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What the endpoints report.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    /// `/readyz` answers 200 while this is true, 503 otherwise.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// The listening address could not be bound; names the address, the OS error is the source.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to listen on {addr} for /metrics, /healthz and /readyz")]
+struct BindError {
+    addr: SocketAddr,
+    #[source]
+    source: io::Error,
+}
+
+/// Binds `addr` and serves until the returned task is aborted. Returns the bound address
+/// (the real port when `addr` asked for port 0) and the serving task.
+pub async fn serve(addr: SocketAddr, state: HttpState) -> io::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| io::Error::new(source.kind(), BindError { addr, source }))?;
+    let bound = listener.local_addr()?;
+    info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+    let state = Arc::new(state);
+    let task = tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    tokio::spawn(serve_connection(stream, peer, Arc::clone(&state)));
+                }
+                Err(err) => {
+                    warn!(error = %err, "failed to accept an HTTP connection");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            }
+        }
+    });
+    Ok((bound, task))
+}
+
+async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state: Arc<HttpState>) {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let response = respond(&state, req.method(), req.uri().path());
+        async move { Ok::<_, Infallible>(response) }
+    });
+    if let Err(err) = http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        debug!(%peer, error = %err, "HTTP connection ended with an error");
+    }
+}
+
+/// The response to `method path`; pure apart from reading the metrics and the ready flag.
+fn respond(state: &HttpState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    let known = matches!(path, "/metrics" | "/healthz" | "/readyz");
+    if !known {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    if method != Method::GET && method != Method::HEAD {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    match path {
+        "/metrics" => {
+            let mut response = Response::new(Full::new(Bytes::from(state.metrics.encode())));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
+            response
+        }
+        "/readyz" if !state.ready.load(Ordering::Acquire) => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        }
+        _ => text(StatusCode::OK, "ok\n"),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// One request over a fresh connection; the whole response as text.
+    async fn request(addr: SocketAddr, method: &str, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        stream
+            .write_all(req.as_bytes())
+            .await
+            .expect("send the request");
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .await
+            .expect("read the response");
+        response
+    }
+
+    fn state() -> HttpState {
+        HttpState {
+            metrics: Arc::new(Metrics::new()),
+            ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_answer_with_status_and_body() {
+        let state = state();
+        state.metrics.api_write("leases", "update");
+        let ready = Arc::clone(&state.ready);
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let (addr, task) = serve(loopback, state).await.expect("bind a free port");
+
+        let cases = [
+            ("GET", "/healthz", "HTTP/1.1 200 OK", "ok\n"),
+            (
+                "GET",
+                "/readyz",
+                "HTTP/1.1 503 Service Unavailable",
+                "not ready\n",
+            ),
+            ("GET", "/nope", "HTTP/1.1 404 Not Found", "not found\n"),
+            (
+                "POST",
+                "/healthz",
+                "HTTP/1.1 405 Method Not Allowed",
+                "method not allowed\n",
+            ),
+        ];
+        for (method, path, status, body) in cases {
+            let response = request(addr, method, path).await;
+            assert!(response.starts_with(status), "{method} {path}: {response}");
+            assert!(response.ends_with(body), "{method} {path}: {response}");
+        }
+
+        ready.store(true, Ordering::Release);
+        let response = request(addr, "GET", "/readyz").await;
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+
+        let response = request(addr, "GET", "/metrics").await;
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(
+            response.contains("content-type: application/openmetrics-text"),
+            "{response}"
+        );
+        assert!(
+            response.contains(r#"kraken_api_writes_total{resource="leases",verb="update"} 1"#),
+            "{response}"
+        );
+        assert!(response.ends_with("# EOF\n"), "{response}");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_taken_address_is_named_in_the_error() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let addr = taken.local_addr().expect("bound address");
+        let err = serve(addr, state()).await.expect_err("the port is taken");
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(err.to_string().contains(&addr.to_string()), "{err}");
+    }
+}

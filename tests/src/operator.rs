@@ -226,6 +226,18 @@ impl Operator {
             .with_context(|| format!("the operator's /metrics has no sample of {name}:\n{text}"))
     }
 
+    /// Like [`Self::metric`], over the samples whose labels satisfy `keep`.
+    pub fn metric_where(
+        &self,
+        name: &str,
+        keep: impl Fn(&[(String, String)]) -> bool,
+    ) -> anyhow::Result<f64> {
+        let text = self.metrics()?;
+        metric_sum_where(&text, name, keep).with_context(|| {
+            format!("the operator's /metrics has no matching sample of {name}:\n{text}")
+        })
+    }
+
     /// Poll `/readyz` until it answers 200. Fails at once, with the log tail, if the process
     /// exits meanwhile.
     pub fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
@@ -325,19 +337,32 @@ fn dechunk(mut body: &str) -> anyhow::Result<String> {
     }
 }
 
+/// A sample's labels as `(name, value)` pairs, in the order written.
+pub type Labels = Vec<(String, String)>;
+
 /// The sum of every sample of metric `name` (any labels) in Prometheus text; None when there
 /// is none. `name` is the full sample name (`kraken_reconcile_runs_total`).
 pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
+    metric_sum_where(text, name, |_| true)
+}
+
+/// Like [`metric_sum`], over the samples whose labels satisfy `keep` (given as `(name, value)`
+/// pairs, values unescaped): e.g. API writes other than Lease renewals.
+pub fn metric_sum_where(
+    text: &str,
+    name: &str,
+    keep: impl Fn(&[(String, String)]) -> bool,
+) -> Option<f64> {
     let mut sum = None;
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let Some((sample_name, rest)) = split_sample(line) else {
+        let Some((sample_name, labels, rest)) = split_sample(line) else {
             continue;
         };
-        if sample_name != name {
+        if sample_name != name || !keep(&labels) {
             continue;
         }
         if let Some(v) = rest
@@ -351,26 +376,37 @@ pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
     sum
 }
 
-/// `name{labels} value [ts]` → (name, "value [ts]"), skipping label values that hold `}` or
-/// spaces inside quotes.
-fn split_sample(line: &str) -> Option<(&str, &str)> {
+/// `name{k="v",...} value [ts]` → (name, labels, "value [ts]"). Label values may hold `}`,
+/// `,`, spaces and the escapes `\\`, `\"`, `\n`.
+fn split_sample(line: &str) -> Option<(&str, Labels, &str)> {
     let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
     let name = &line[..name_end];
     let rest = &line[name_end..];
-    if !rest.starts_with('{') {
-        return Some((name, rest));
-    }
-    let (mut in_quotes, mut escaped) = (false, false);
-    for (i, c) in rest.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if in_quotes => escaped = true,
-            '"' => in_quotes = !in_quotes,
-            '}' if !in_quotes => return Some((name, &rest[i + 1..])),
-            _ => {}
+    let Some(mut body) = rest.strip_prefix('{') else {
+        return Some((name, Vec::new(), rest));
+    };
+    let mut labels = Vec::new();
+    loop {
+        body = body.trim_start_matches([',', ' ']);
+        if let Some(after) = body.strip_prefix('}') {
+            return Some((name, labels, after));
         }
+        let (key, after_key) = body.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after_key.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (i, '"') => break i,
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (_, c) => value.push(c),
+            }
+        };
+        labels.push((key.trim().to_string(), value));
+        body = &after_key[end + 1..];
     }
-    None
 }
 
 /// SIGKILL `pid` and all its descendants. The root is stopped first so that it cannot start
@@ -480,14 +516,31 @@ mod tests {
         assert_eq!(metric_sum(text, "kraken_reconcile_runs_total"), Some(7.5));
         assert_eq!(metric_sum(text, "kraken_api_writes_total"), Some(7.0));
         assert_eq!(metric_sum(text, "kraken_missing"), None);
+        let pets = metric_sum_where(text, "kraken_reconcile_runs_total", |l| {
+            l.iter().any(|(k, v)| k == "error" && v == "a } b")
+        });
+        assert_eq!(pets, Some(4.5));
+        let escaped = "kraken_api_writes_total{resource=\"x\\\"y\",verb=\"patch\"} 2\n\
+            kraken_api_writes_total{resource=\"leases\",verb=\"update\"} 40\n";
+        let no_leases = metric_sum_where(escaped, "kraken_api_writes_total", |l| {
+            !l.iter().any(|(k, v)| k == "resource" && v == "leases")
+        });
+        assert_eq!(no_leases, Some(2.0));
+        assert_eq!(
+            split_sample("m{a=\"1\",b=\"x\\\"}\"} 3").map(|(_, l, r)| (l, r.trim().to_string())),
+            Some((
+                vec![("a".into(), "1".into()), ("b".into(), "x\"}".into())],
+                "3".to_string()
+            ))
+        );
     }
 
     #[test]
     fn http_responses_plain_and_chunked() -> anyhow::Result<()> {
         let plain = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nok";
         assert_eq!(parse_http_response(plain)?, (200, "ok".to_string()));
-        let chunked =
-            b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nnot \r\n5\r\nready\r\n0\r\n\r\n";
+        let chunked = b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n\
+            4\r\nnot \r\n5\r\nready\r\n0\r\n\r\n";
         assert_eq!(
             parse_http_response(chunked)?,
             (503, "not ready".to_string())

@@ -391,7 +391,7 @@ fn provider_crash(mode: &str) -> anyhow::Result<()> {
         let obj = bed.wait_reconciled("web", Duration::from_secs(90))?;
         ensure!(
             once.exists(),
-            "the provider never crashed (no {}): is the operator's environment passed to providers?",
+            "the provider never crashed (no {}): do providers get the operator's environment?",
             once.display()
         );
         let objects = ledger::objects(bed.ledger_dir())?;

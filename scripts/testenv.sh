@@ -125,6 +125,12 @@ Commands:
                    Runs 'install' first if needed.
   down [RUN_DIR]   Stop both processes (SIGTERM, then SIGKILL) and delete the etcd data.
                    Idempotent.
+  stop-apiserver [RUN_DIR]
+                   SIGKILL the kube-apiserver of RUN_DIR, leaving etcd (and so every object)
+                   in place: an API server outage for tests.
+  start-apiserver [RUN_DIR]
+                   Start it again with the command line 'up' used (same port, certificates and
+                   etcd) and wait for /readyz. The previous log is kept as kube-apiserver.log.N.
   env              Print the env file path (installs first if there is none).
   help, --help     This text.
 
@@ -836,16 +842,27 @@ start_servers() {
 	# because nothing (no controller-manager) creates the default service accounts it requires.
 	# No endpoint reconciler: it would try (and fail, loudly) to publish 127.0.0.1 as the
 	# `kubernetes` service endpoint; nothing here routes service traffic anyway.
-	start_bg "$run/kube-apiserver.pid" "$run/kube-apiserver.log" "$KRAKEN_TEST_KUBE_APISERVER" \
-		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
-		--etcd-servers="http://127.0.0.1:$etcd_port" \
-		--cert-dir="$pki" --tls-cert-file="$pki/server.crt" --tls-private-key-file="$pki/server.key" \
-		--client-ca-file="$pki/ca.crt" --authorization-mode=RBAC \
-		--service-account-issuer="https://127.0.0.1:$api_port" \
-		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-		--service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
-		--disable-admission-plugins=ServiceAccount --profiling=false \
-		--endpoint-reconciler-type=none || return 1
+	local apiserver=("$KRAKEN_TEST_KUBE_APISERVER"
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port"
+		--etcd-servers="http://127.0.0.1:$etcd_port"
+		--cert-dir="$pki" --tls-cert-file="$pki/server.crt" --tls-private-key-file="$pki/server.key"
+		--client-ca-file="$pki/ca.crt" --authorization-mode=RBAC
+		--service-account-issuer="https://127.0.0.1:$api_port"
+		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key"
+		--service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true
+		--disable-admission-plugins=ServiceAccount --profiling=false
+		--endpoint-reconciler-type=none)
+	# The exact command line, NUL-separated, so that `start-apiserver` can bring the same server
+	# back (same port, same etcd) after `stop-apiserver`.
+	printf '%s\0' "${apiserver[@]}" >"$run/kube-apiserver.args"
+	start_bg "$run/kube-apiserver.pid" "$run/kube-apiserver.log" "${apiserver[@]}" || return 1
+	wait_apiserver_ready "$run"
+}
+
+# wait_apiserver_ready RUN: waits (up to 120s) for /readyz. Returns 0 when ready, 2 when the
+# apiserver died because its port was taken, 1 otherwise.
+wait_apiserver_ready() {
+	local run=$1 i
 	for ((i = 0; i < 1200; i++)); do
 		readyz "$run" && return 0
 		if ! pid_alive "$run/kube-apiserver.pid" "$run/"; then
@@ -908,6 +925,70 @@ cmd_down() {
 	log "down: $run"
 }
 
+# An API server outage for tests: etcd keeps running, so nothing stored is lost, and the
+# restarted kube-apiserver serves the same port with the same certificates.
+cmd_stop_apiserver() {
+	local run pid i port
+	run=$(resolve_run_dir "${1:-}")
+	[[ -d $run ]] || die "stop-apiserver: $run does not exist"
+	exec 8>"$run/.lock"
+	flock 8
+	if pid_alive "$run/kube-apiserver.pid" "$run/"; then
+		pid=$(<"$run/kube-apiserver.pid")
+		# SIGKILL, not SIGTERM: an outage, not a graceful shutdown; clients see their
+		# connections reset, as when a control-plane node dies.
+		kill -KILL "$pid" 2>/dev/null || true
+		for ((i = 0; i < 100; i++)); do
+			pid_alive "$run/kube-apiserver.pid" "$run/" || break
+			sleep 0.05
+		done
+		pid_alive "$run/kube-apiserver.pid" "$run/" && die "stop-apiserver: pid $pid survived SIGKILL"
+		# The command line vanishes from /proc before the kernel closes the process's sockets;
+		# wait for the port too, so that an immediate start-apiserver can bind it.
+		port=$(tr '\0' '\n' <"$run/kube-apiserver.args" | sed -n 's/^--secure-port=//p')
+		for ((i = 0; i < 100; i++)); do
+			if [[ -z $port ]] || ! port_open "$port"; then break; fi
+			sleep 0.05
+		done
+		log "stop-apiserver: killed kube-apiserver pid $pid in $run (etcd still running)"
+	else
+		log "stop-apiserver: kube-apiserver in $run was not running"
+	fi
+	rm -f "$run/kube-apiserver.pid"
+}
+
+cmd_start_apiserver() {
+	local run rc=0 n=1 start=$SECONDS attempt
+	local -a args
+	ensure_installed
+	run=$(resolve_run_dir "${1:-}")
+	exec 8>"$run/.lock"
+	flock 8
+	[[ -s $run/kube-apiserver.args ]] || die "start-apiserver: no $run/kube-apiserver.args (was it started by 'up'?)"
+	pid_alive "$run/etcd.pid" "$run/" || die "start-apiserver: etcd of $run is not running; use 'up'"
+	if pid_alive "$run/kube-apiserver.pid" "$run/"; then
+		log "start-apiserver: already running in $run"
+		return 0
+	fi
+	mapfile -d '' args <"$run/kube-apiserver.args"
+	# Keep the log of each earlier incarnation: kube-apiserver.log.1, .2, ...
+	while [[ -e $run/kube-apiserver.log.$n ]]; do n=$((n + 1)); done
+	[[ -f $run/kube-apiserver.log ]] && mv -f "$run/kube-apiserver.log" "$run/kube-apiserver.log.$n"
+	# The port is the one clients know; if something still holds it (a socket of the killed
+	# server not yet closed), try again shortly rather than move to another port.
+	for attempt in 1 2 3 4 5; do
+		rc=0
+		start_bg "$run/kube-apiserver.pid" "$run/kube-apiserver.log" "${args[@]}" ||
+			die "start-apiserver: could not start kube-apiserver"
+		wait_apiserver_ready "$run" || rc=$?
+		((rc == 2)) || break
+		log "start-apiserver: port still in use; retrying ($attempt/5)"
+		sleep 1
+	done
+	((rc == 0)) || die "start-apiserver: kube-apiserver did not become ready in $run"
+	log "start-apiserver: up in $((SECONDS - start))s, pid $(<"$run/kube-apiserver.pid")"
+}
+
 cmd_env() {
 	if [[ ! -f $ENV_FILE ]]; then
 		cmd_install >&2
@@ -922,6 +1003,8 @@ main() {
 	install) cmd_install "$@" ;;
 	up) cmd_up "$@" ;;
 	down) cmd_down "$@" ;;
+	stop-apiserver) cmd_stop_apiserver "$@" ;;
+	start-apiserver) cmd_start_apiserver "$@" ;;
 	env) cmd_env "$@" ;;
 	help | -h | --help) usage ;;
 	*)

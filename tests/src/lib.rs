@@ -6,6 +6,7 @@
 //! file or variable fails the test with the command that fixes it — a missing peer is never a
 //! silent skip.
 
+pub mod operator;
 pub mod registry_server;
 
 use std::collections::HashMap;
@@ -194,6 +195,8 @@ pub fn scratch_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
 pub mod ledger {
     use std::path::Path;
 
+    use anyhow::Context as _;
+
     /// How many objects exist in the ledger at `dir`.
     pub fn live_objects(dir: &Path) -> usize {
         std::fs::read_dir(dir.join("objects"))
@@ -215,7 +218,175 @@ pub mod ledger {
             })
             .collect()
     }
+
+    /// One line of `events.log`: a real mutation of the fake cloud.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Event {
+        pub nanos: u128,
+        /// `create`, `update` or `delete`.
+        pub op: String,
+        pub id: String,
+        /// The object's name (Go-quoted in the file when it has spaces; kept as written).
+        pub name: String,
+    }
+
+    /// Every line of `events.log`, oldest first; no file means no events. A malformed line is
+    /// an error: the fixture writes each line with one `write(2)`, so a torn line is a bug.
+    pub fn event_log(dir: &Path) -> anyhow::Result<Vec<Event>> {
+        let path = dir.join("events.log");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        text.lines()
+            .map(|line| {
+                let mut it = line.splitn(4, ' ');
+                let parsed = (|| {
+                    Some(Event {
+                        nanos: it.next()?.parse().ok()?,
+                        op: it.next()?.to_string(),
+                        id: it.next()?.to_string(),
+                        name: it.next()?.to_string(),
+                    })
+                })();
+                parsed.with_context(|| format!("malformed line in {}: {line:?}", path.display()))
+            })
+            .collect()
+    }
+
+    /// The live objects as their JSON files hold them (Terraform attribute names: `id`,
+    /// `name`, `size`, `secret_token`, ...), sorted by id.
+    pub fn objects(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+        let objects = dir.join("objects");
+        let entries = match std::fs::read_dir(&objects) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("listing {}", objects.display())),
+        };
+        let mut out: Vec<serde_json::Value> = Vec::new();
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue; // the fixture's temp files (.tmp-<id>-<n>) while it writes
+            }
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                // Deleted between listing and reading: it is not live any more.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            };
+            out.push(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?,
+            );
+        }
+        out.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        Ok(out)
+    }
+
+    /// The live objects whose `name` is `name` (more than one means a duplicate create).
+    pub fn objects_named(dir: &Path, name: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        Ok(objects(dir)?
+            .into_iter()
+            .filter(|o| o["name"] == name)
+            .collect())
+    }
+
+    /// One live object by id, or None.
+    pub fn object(dir: &Path, id: &str) -> anyhow::Result<Option<serde_json::Value>> {
+        let path = object_path(dir, id)?;
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    /// Change a live object behind the operator's back (drift), atomically as the fixture
+    /// writes: a temp file the fixture ignores, then a rename. No event line: drift is not a
+    /// mutation the provider made.
+    pub fn edit_object(
+        dir: &Path,
+        id: &str,
+        edit: impl FnOnce(&mut serde_json::Value),
+    ) -> anyhow::Result<()> {
+        let mut obj = object(dir, id)?
+            .with_context(|| format!("no object {id} in the ledger at {}", dir.display()))?;
+        edit(&mut obj);
+        write_object(dir, &obj)
+    }
+
+    /// Write an object file (creating or replacing it), atomically, without an event line:
+    /// an object that exists "in the cloud" without Kraken having created it.
+    pub fn write_object(dir: &Path, obj: &serde_json::Value) -> anyhow::Result<()> {
+        let id = obj["id"]
+            .as_str()
+            .context("a ledger object needs a string id")?;
+        let path = object_path(dir, id)?;
+        let objects = dir.join("objects");
+        std::fs::create_dir_all(&objects)?;
+        let tmp = objects.join(format!(".tmp-test-{id}"));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(obj)?)?;
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    }
+
+    /// Remove a live object behind the operator's back (the object is "gone").
+    pub fn remove_object(dir: &Path, id: &str) -> anyhow::Result<()> {
+        let path = object_path(dir, id)?;
+        std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))
+    }
+
+    fn object_path(dir: &Path, id: &str) -> anyhow::Result<std::path::PathBuf> {
+        let ok = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        anyhow::ensure!(ok, "invalid ledger object id {id:?}");
+        Ok(dir.join("objects").join(format!("{id}.json")))
+    }
 }
+
+/// Poll `check` until it returns `Ok(Some(value))`, at most `timeout`.
+///
+/// `Ok(None)` means "not yet". An `Err` also means "not yet": it is the observation to report
+/// if the wait times out (say what you saw: `bail!("Synced is False/ProviderError: ...")`),
+/// and transient failures (kubectl during an API server restart) are retried the same way.
+/// The timeout error names `what`, the time waited and the last observation.
+pub fn wait_for<T>(
+    timeout: std::time::Duration,
+    what: &str,
+    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let start = std::time::Instant::now();
+    let mut last: Option<String> = None;
+    let mut checks = 0u32;
+    loop {
+        checks += 1;
+        match check() {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = Some(format!("{e:#}")),
+        }
+        if start.elapsed() >= timeout {
+            bail!(
+                "timed out after {:.1}s ({checks} checks) waiting for {what}; last observation: {}",
+                start.elapsed().as_secs_f64(),
+                last.as_deref()
+                    .unwrap_or("none (the check only said \"not yet\")")
+            );
+        }
+        std::thread::sleep(WAIT_POLL_INTERVAL);
+    }
+}
+
+/// How often [`wait_for`] polls: often enough that a test's wall time is dominated by the
+/// system under test, rarely enough that two parallel tests' kubectl calls leave CPU for it.
+pub const WAIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A local control plane (etcd + kube-apiserver) from `scripts/testenv.sh up`, stopped on drop.
 pub struct ControlPlane {
@@ -248,6 +419,111 @@ impl ControlPlane {
             run_dir,
             kubeconfig: PathBuf::from(last.trim()),
         })
+    }
+
+    /// The admin kubeconfig of this control plane.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Create a namespace and its `default` ServiceAccount (there is no controller-manager to
+    /// create it). Namespaces never finish terminating here (no namespace controller), so each
+    /// test takes a fresh one and never deletes it.
+    pub fn create_namespace(&self, name: &str) -> anyhow::Result<()> {
+        self.kubectl(&["create", "namespace", name])?;
+        self.kubectl(&["create", "serviceaccount", "default", "-n", name])?;
+        Ok(())
+    }
+
+    /// `kubectl apply -n NS -f -` of a YAML (or JSON) manifest, several documents allowed;
+    /// rejection is an error. Returns kubectl's stdout.
+    pub fn apply_yaml(&self, ns: &str, yaml: &str) -> anyhow::Result<String> {
+        self.try_apply_yaml(ns, yaml)?.map_err(|stderr| {
+            anyhow::anyhow!("kubectl apply -n {ns} failed: {stderr}\n--- manifest:\n{yaml}")
+        })
+    }
+
+    /// Like [`Self::apply_yaml`], for manifests that may be refused: `Ok(Err(stderr))` when
+    /// kubectl (or admission) rejected them.
+    pub fn try_apply_yaml(&self, ns: &str, yaml: &str) -> anyhow::Result<Result<String, String>> {
+        let out = self.kubectl_stdin(&["apply", "-n", ns, "-f", "-"], yaml.as_bytes())?;
+        Ok(if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        })
+    }
+
+    /// `kubectl get RESOURCE NAME -o json`; `ns` empty for cluster-scoped resources. A missing
+    /// object is an error; see [`Self::get_json_opt`].
+    pub fn get_json(
+        &self,
+        ns: &str,
+        resource: &str,
+        name: &str,
+    ) -> anyhow::Result<serde_json::Value> {
+        self.get_json_opt(ns, resource, name)?
+            .with_context(|| format!("{resource} {name} not found in namespace {ns:?}"))
+    }
+
+    /// Like [`Self::get_json`], with `None` for NotFound.
+    pub fn get_json_opt(
+        &self,
+        ns: &str,
+        resource: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<serde_json::Value>> {
+        let mut args = vec!["get", resource, name, "-o", "json"];
+        if !ns.is_empty() {
+            args.extend(["-n", ns]);
+        }
+        let out = self.kubectl_output(&args)?;
+        if out.status.success() {
+            return Ok(Some(serde_json::from_slice(&out.stdout)?));
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("(NotFound)") {
+            return Ok(None);
+        }
+        bail!("kubectl {} failed: {stderr}", args.join(" "))
+    }
+
+    /// `kubectl get RESOURCE -n NS -o json`: the items.
+    pub fn list_json(&self, ns: &str, resource: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        let list: serde_json::Value =
+            serde_json::from_str(&self.kubectl(&["get", resource, "-n", ns, "-o", "json"])?)?;
+        match list["items"].as_array() {
+            Some(items) => Ok(items.clone()),
+            None => bail!("kubectl get {resource} -n {ns} returned no items array: {list}"),
+        }
+    }
+
+    /// Kill the kube-apiserver (SIGKILL) and leave etcd running: an API server outage. Clients
+    /// get "connection refused" until [`Self::start_apiserver`].
+    pub fn stop_apiserver(&self) -> anyhow::Result<()> {
+        self.testenv(&["stop-apiserver"])
+    }
+
+    /// Start the kube-apiserver again with the command line `up` used (same port, certificates
+    /// and etcd, so every object is still there) and wait until it is ready.
+    pub fn start_apiserver(&self) -> anyhow::Result<()> {
+        self.testenv(&["start-apiserver"])
+    }
+
+    fn testenv(&self, args: &[&str]) -> anyhow::Result<()> {
+        let out = Command::new(repo_root().join("scripts/testenv.sh"))
+            .args(args)
+            .arg(&self.run_dir)
+            .output()
+            .context("failed to run scripts/testenv.sh")?;
+        if !out.status.success() {
+            bail!(
+                "scripts/testenv.sh {} failed:\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
     }
 
     /// Run kubectl against this control plane, whatever its exit status.
@@ -378,5 +654,71 @@ mod tests {
         assert_eq!(vars["B"], "two words");
         assert_eq!(vars["C"], "x=y");
         assert_eq!(vars["D"], "");
+    }
+
+    #[test]
+    fn ledger_readers_and_drift_writers() -> anyhow::Result<()> {
+        let dir = scratch_dir("ledger-test-")?;
+        let dir = dir.path();
+        assert!(ledger::objects(dir)?.is_empty(), "no objects/ yet");
+        assert!(ledger::event_log(dir)?.is_empty(), "no events.log yet");
+        let obj = serde_json::json!({"id": "obj-00000000000000a1", "name": "alpha", "size": 3});
+        ledger::write_object(dir, &obj)?;
+        ledger::write_object(
+            dir,
+            &serde_json::json!({"id": "obj-00000000000000b1", "name": "beta"}),
+        )?;
+        std::fs::write(dir.join("objects/.tmp-obj-x-123"), "{half")?;
+        assert_eq!(ledger::live_objects(dir), 2);
+        assert_eq!(ledger::objects(dir)?.len(), 2);
+        assert_eq!(ledger::objects_named(dir, "alpha")?, vec![obj]);
+        ledger::edit_object(dir, "obj-00000000000000a1", |o| o["size"] = 7.into())?;
+        let edited = ledger::object(dir, "obj-00000000000000a1")?;
+        assert_eq!(edited.map(|o| o["size"].clone()), Some(7.into()));
+        ledger::remove_object(dir, "obj-00000000000000b1")?;
+        assert_eq!(ledger::object(dir, "obj-00000000000000b1")?, None);
+        assert!(ledger::object(dir, "../escape").is_err());
+
+        std::fs::write(
+            dir.join("events.log"),
+            "1700000000000000001 create obj-00000000000000a1 alpha\n\
+             1700000000000000002 update obj-00000000000000a1 \"a b\"\n",
+        )?;
+        let events = ledger::event_log(dir)?;
+        assert_eq!(events.len(), 2);
+        assert_eq!(
+            (events[1].op.as_str(), events[1].name.as_str()),
+            ("update", "\"a b\"")
+        );
+        std::fs::write(dir.join("events.log"), "garbage\n")?;
+        assert!(ledger::event_log(dir).is_err(), "a torn line is an error");
+        Ok(())
+    }
+
+    #[test]
+    fn wait_for_reports_the_last_observation() {
+        let mut n = 0;
+        let err: anyhow::Error = wait_for::<()>(
+            std::time::Duration::from_millis(600),
+            "n to reach 100",
+            || {
+                n += 1;
+                anyhow::bail!("n is {n}")
+            },
+        )
+        .expect_err("must time out");
+        let msg = format!("{err:#}");
+        assert!(msg.contains("waiting for n to reach 100"), "{msg}");
+        assert!(
+            msg.contains(&format!("last observation: n is {n}")),
+            "{msg}"
+        );
+
+        let mut polls = 0;
+        let got = wait_for(std::time::Duration::from_secs(5), "third poll", || {
+            polls += 1;
+            Ok((polls == 3).then_some(polls))
+        });
+        assert_eq!(got.ok(), Some(3));
     }
 }

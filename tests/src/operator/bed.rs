@@ -1,0 +1,347 @@
+//! One end-to-end test's world: its own control plane with the core and fixture CRDs, a
+//! namespace, a fixture ledger directory (the "cloud"), the ProviderConfig `default` pointing
+//! at it, and a ready operator — plus the readers tests assert with (conditions, Events, the
+//! state Secret).
+//!
+//! A control plane per test, because the operator watches every namespace and its metrics are
+//! process-wide: two tests sharing one would see each other's reconciles and API writes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::{Operator, OperatorOptions};
+use crate::{ControlPlane, repo_root, scratch_dir, wait_for};
+
+/// API group/version and kind of the fixture provider's `fixture_object`.
+pub const OBJECT_API_VERSION: &str = "fixture.tf.kraken.dev/v1alpha1";
+pub const OBJECT_KIND: &str = "Object";
+/// The resource name kubectl takes, fully qualified (Object is a common word).
+pub const OBJECTS: &str = "objects.fixture.tf.kraken.dev";
+
+/// How long the operator gets to become ready after a start.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Drop order is field order: the operator is killed before its control plane goes down and
+/// before the ledger directory is removed.
+pub struct FixtureBed {
+    pub op: Operator,
+    pub cp: ControlPlane,
+    /// The test's namespace; the ProviderConfig `default` lives here.
+    pub ns: String,
+    ledger: tempfile::TempDir,
+}
+
+impl FixtureBed {
+    /// Control plane `op-<name>`, CRDs, namespace `op-<name>`, ledger, ProviderConfig
+    /// `default` (`ledgerDir` only), and an operator that answers `/readyz`.
+    pub fn start(name: &str, opts: OperatorOptions) -> anyhow::Result<Self> {
+        let started = std::time::Instant::now();
+        let cp = ControlPlane::start(&format!("op-{name}"))?;
+        cp.install_crds(
+            &repo_root().join("generated-crds/core"),
+            "kraken.dev/core=true",
+        )?;
+        cp.install_crds(
+            &repo_root().join("generated-crds/fixture"),
+            "tf.kraken.dev/provider=fixture",
+        )?;
+        let ns = format!("op-{name}");
+        cp.create_namespace(&ns)?;
+        let ledger = scratch_dir("kraken-ledger-")?;
+        let op = Operator::start(&cp, opts)?;
+        let mut bed = Self { op, cp, ns, ledger };
+        bed.apply_provider_config("default", json!({}))?;
+        bed.op.wait_ready(READY_TIMEOUT)?;
+        eprintln!(
+            "[{name}] bed ready in {:.1}s: namespace {}, ledger {}, operator log {}",
+            started.elapsed().as_secs_f64(),
+            bed.ns,
+            bed.ledger_dir().display(),
+            bed.op.log_path().display()
+        );
+        Ok(bed)
+    }
+
+    /// The fixture ledger: `objects/<id>.json` and `events.log`.
+    pub fn ledger_dir(&self) -> &Path {
+        self.ledger.path()
+    }
+
+    /// Apply the ProviderConfig `name` for the fixture provider: `ledgerDir` (this bed's
+    /// ledger) merged with the fields of `extra` (`failApply`, `applyDelayMs`, `token`, ...).
+    pub fn apply_provider_config(&self, name: &str, extra: Value) -> anyhow::Result<()> {
+        let mut config = json!({"ledgerDir": self.ledger_dir().to_string_lossy()});
+        if let (Some(c), Some(e)) = (config.as_object_mut(), extra.as_object()) {
+            c.extend(e.clone());
+        }
+        let pc = provider_config_manifest(&self.ns, name, config);
+        self.cp.apply_yaml(&self.ns, &pc.to_string())?;
+        Ok(())
+    }
+
+    /// `kubectl apply` of one or more manifests in this namespace.
+    pub fn apply(&self, yaml: &str) -> anyhow::Result<String> {
+        self.cp.apply_yaml(&self.ns, yaml)
+    }
+
+    /// Apply the Object `name` with this `spec`.
+    pub fn apply_object(&self, name: &str, spec: Value) -> anyhow::Result<()> {
+        self.apply(&object_manifest(&self.ns, name, spec).to_string())?;
+        Ok(())
+    }
+
+    /// Apply the Object `name` with this `spec`, expecting refusal: the kubectl error.
+    pub fn apply_object_refused(&self, name: &str, spec: Value) -> anyhow::Result<String> {
+        let manifest = object_manifest(&self.ns, name, spec);
+        match self.cp.try_apply_yaml(&self.ns, &manifest.to_string())? {
+            Ok(out) => bail!(
+                "the API server admitted {name} ({}): {manifest}",
+                out.trim()
+            ),
+            Err(stderr) => Ok(stderr),
+        }
+    }
+
+    /// The Object `name`, or None.
+    pub fn object_opt(&self, name: &str) -> anyhow::Result<Option<Value>> {
+        self.cp.get_json_opt(&self.ns, OBJECTS, name)
+    }
+
+    /// The Object `name`.
+    pub fn object(&self, name: &str) -> anyhow::Result<Value> {
+        self.cp.get_json(&self.ns, OBJECTS, name)
+    }
+
+    /// Wait until the Object is Ready=True/Available and Synced=True/ReconcileSuccess with
+    /// status.observedGeneration == metadata.generation; returns it.
+    pub fn wait_reconciled(&self, name: &str, timeout: Duration) -> anyhow::Result<Value> {
+        let what = format!(
+            "Object {name} to be Ready/Available and Synced/ReconcileSuccess at its generation"
+        );
+        wait_for(timeout, &what, || {
+            let obj = self
+                .object_opt(name)?
+                .context("the Object does not exist")?;
+            if is_reconciled(&obj) {
+                Ok(Some(obj))
+            } else {
+                bail!("{}", describe(&obj))
+            }
+        })
+    }
+
+    /// Wait until the Object's Synced condition has this status and reason; returns it.
+    pub fn wait_synced(
+        &self,
+        name: &str,
+        status: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<Value> {
+        let what = format!("Object {name} to be Synced={status}/{reason}");
+        wait_for(timeout, &what, || {
+            let obj = self
+                .object_opt(name)?
+                .context("the Object does not exist")?;
+            match condition(&obj, "Synced") {
+                Some((s, r, _)) if s == status && r == reason => Ok(Some(obj)),
+                _ => bail!("{}", describe(&obj)),
+            }
+        })
+    }
+
+    /// Wait until the Object no longer exists (its finalizer was released).
+    pub fn wait_gone(&self, name: &str, timeout: Duration) -> anyhow::Result<()> {
+        wait_for(
+            timeout,
+            &format!("Object {name} to be gone"),
+            || match self.object_opt(name)? {
+                None => Ok(Some(())),
+                Some(obj) => bail!(
+                    "still there: deletionTimestamp {}, finalizers {}; {}",
+                    obj["metadata"]["deletionTimestamp"],
+                    obj["metadata"]["finalizers"],
+                    describe(&obj)
+                ),
+            },
+        )
+    }
+
+    /// The Events about `name` as (reason, message).
+    pub fn events(&self, name: &str) -> anyhow::Result<Vec<(String, String)>> {
+        events_for(&self.cp, &self.ns, name)
+    }
+
+    /// Wait for an Event with this reason about `name`; returns its message.
+    pub fn wait_event(
+        &self,
+        name: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        wait_for(timeout, &format!("an Event {reason} about {name}"), || {
+            let events = self.events(name)?;
+            match events.iter().find(|(r, _)| r == reason) {
+                Some((_, message)) => Ok(Some(message.clone())),
+                None => bail!("Events about {name}: {events:?}"),
+            }
+        })
+    }
+
+    /// The state Secret of the Object `name` (`object-<name>-tfstate`), or None.
+    pub fn state_secret(&self, name: &str) -> anyhow::Result<Option<Value>> {
+        self.cp
+            .get_json_opt(&self.ns, "secret", &state_secret_name(OBJECT_KIND, name))
+    }
+
+    /// Finish a test: on failure, attach the operator's log tail to the error; on success,
+    /// also fail if the operator log shows a panic.
+    pub fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
+        match result {
+            Ok(v) => {
+                let logs = self.op.logs()?;
+                if let Some(line) = logs.lines().find(|l| l.contains("panicked at")) {
+                    bail!(
+                        "the operator panicked: {line}\nlog tail:\n{}",
+                        self.op.log_tail(60)
+                    );
+                }
+                Ok(v)
+            }
+            Err(e) => Err(e.context(format!(
+                "test failed; operator log tail ({}):\n{}\n",
+                self.op.log_path().display(),
+                self.op.log_tail(80)
+            ))),
+        }
+    }
+}
+
+/// Ready=True/Available, Synced=True/ReconcileSuccess, observedGeneration == generation.
+pub fn is_reconciled(obj: &Value) -> bool {
+    let ok = |t: &str, reason: &str| {
+        condition(obj, t).is_some_and(|(s, r, _)| s == "True" && r == reason)
+    };
+    ok("Ready", "Available")
+        && ok("Synced", "ReconcileSuccess")
+        && obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+}
+
+/// A one-line summary of an object's status, for observations in timeout errors.
+pub fn describe(obj: &Value) -> String {
+    let cond = |t: &str| match condition(obj, t) {
+        Some((s, r, m)) => format!("{t}={s}/{r} {m:?}"),
+        None => format!("{t}=<none>"),
+    };
+    format!(
+        "generation {}, observedGeneration {}, {}, {}, externalId {}, lastPlan {}",
+        obj["metadata"]["generation"],
+        obj["status"]["observedGeneration"],
+        cond("Ready"),
+        cond("Synced"),
+        obj["status"]["externalId"],
+        obj["status"]["lastPlan"]
+    )
+}
+
+/// The condition `type` of an object's status as (status, reason, message).
+pub fn condition(obj: &Value, type_: &str) -> Option<(String, String, String)> {
+    let c = obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?;
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+/// The Events whose involved object is named `name` in `ns`, oldest first, as
+/// (reason, message). Read through core/v1, which also shows events.k8s.io/v1 Events.
+pub fn events_for(
+    cp: &ControlPlane,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let selector = format!("involvedObject.name={name}");
+    let list: Value = serde_json::from_str(&cp.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        &selector,
+        "-o",
+        "json",
+    ])?)?;
+    let mut items = list["items"].as_array().cloned().unwrap_or_default();
+    let time = |e: &Value| {
+        [
+            &e["eventTime"],
+            &e["firstTimestamp"],
+            &e["metadata"]["creationTimestamp"],
+        ]
+        .into_iter()
+        .find_map(|t| t.as_str().map(str::to_string))
+        .unwrap_or_default()
+    };
+    items.sort_by_key(time);
+    Ok(items
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (s("reason"), s("message"))
+        })
+        .collect())
+}
+
+/// `<kind>-<name>-tfstate`, lowercased (docs/operator.md; names here stay far below the 253
+/// characters where it would be hashed).
+pub fn state_secret_name(kind: &str, name: &str) -> String {
+    format!("{kind}-{name}-tfstate").to_lowercase()
+}
+
+/// A key of a Secret's data, base64-decoded; None when the key is absent.
+pub fn secret_data(secret: &Value, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    match secret["data"][key].as_str() {
+        Some(b64) => Ok(Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .with_context(|| format!("Secret data {key} is not base64"))?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// A fixture Object manifest.
+pub fn object_manifest(ns: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": OBJECT_KIND,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    })
+}
+
+/// A ProviderConfig for the fixture provider with this provider block (`config`).
+pub fn provider_config_manifest(ns: &str, name: &str, config: Value) -> Value {
+    json!({
+        "apiVersion": "core.kraken.dev/v1alpha1",
+        "kind": "ProviderConfig",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "source": crate::FIXTURE_ADDRESS,
+            "version": "1.0.0",
+            "config": config,
+        },
+    })
+}
+
+/// A multi-document YAML stream of these manifests (each document in JSON, which is YAML).
+pub fn yaml_documents(docs: &[Value]) -> String {
+    docs.iter()
+        .map(|d| format!("---\n{d}\n"))
+        .collect::<String>()
+}

@@ -10,7 +10,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = kraken_bridge::cli::Cli::parse();
-    kraken_bridge::cli::init_tracing(cli.verbose);
+    // The operator is a long-running service: it logs what it does unless told otherwise.
+    let operator = matches!(cli.command, kraken_bridge::cli::Command::Operator(_));
+    kraken_bridge::cli::init_tracing(if operator {
+        cli.verbose.max(1)
+    } else {
+        cli.verbose
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -268,6 +268,21 @@ fn sigkill_chaos(bed: &mut FixtureBed) -> anyhow::Result<()> {
         "[chaos] {:5.1}s: converged",
         started.elapsed().as_secs_f64()
     );
+    // How often the create fence was exercised: interrupted creates found again by name.
+    let recovered = bed.cp.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        &bed.ns,
+        "--field-selector",
+        "reason=Recovered",
+        "-o",
+        "name",
+    ])?;
+    eprintln!(
+        "[chaos] interrupted creates recovered by the fence: {}",
+        recovered.lines().filter(|l| !l.trim().is_empty()).count()
+    );
 
     // The ledger: one live object per remaining resource, the one its status names, none for
     // deleted resources, nothing else; one create per name.
@@ -292,11 +307,22 @@ fn sigkill_chaos(bed: &mut FixtureBed) -> anyhow::Result<()> {
                 "{name}: ledger has {other:?} for {ext}, status says {want_id} size {size}"
             )),
         }
-        let n = creates.get(&ext).map_or(0, Vec::len);
-        if n != 1 {
+        // The fixture stores an object before it appends its `create` line, so a kill between
+        // the two leaves a live object without the line (Kraken then recovers it by name): at
+        // most one create, and never one of another object that is still alive.
+        let ids = creates.get(&ext).cloned().unwrap_or_default();
+        if ids.len() > 1 {
             problems.push(format!(
-                "{ext}: {n} creates in events.log: {:?}",
-                creates.get(&ext)
+                "{ext}: {} creates in events.log: {ids:?}",
+                ids.len()
+            ));
+        }
+        for id in ids
+            .iter()
+            .filter(|id| *id != want_id && !deletes.contains(*id))
+        {
+            problems.push(format!(
+                "{ext}: created as {id} besides {want_id}, never destroyed"
             ));
         }
     }
@@ -309,8 +335,12 @@ fn sigkill_chaos(bed: &mut FixtureBed) -> anyhow::Result<()> {
         if ids.len() > 1 {
             problems.push(format!("{ext}: created {} times: {ids:?}", ids.len()));
         }
+        // A kill between the fixture removing an object and appending its `delete` line leaves
+        // no line; the live objects (checked above) are the truth about leaks.
         for id in ids.iter().filter(|id| !deletes.contains(*id)) {
-            problems.push(format!("{ext}: created as {id} and never destroyed"));
+            eprintln!(
+                "[chaos] note: {ext} was created as {id}; its delete line is missing, and it is not live"
+            );
         }
     }
     let known: BTreeSet<String> = (0..CHAOS_OBJECTS).map(chaos_external_name).collect();

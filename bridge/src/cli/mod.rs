@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod codegen;
 mod fetch;
+mod operator;
 mod schema;
 
 #[derive(Debug, Parser)]
@@ -36,6 +37,9 @@ pub enum Command {
     /// Install a provider into the plugin cache, verified, and print its path and hashes.
     #[command(long_about = fetch::FETCH_ABOUT)]
     Fetch(fetch::FetchArgs),
+    /// Run the operator: reconcile every generated kind through its provider.
+    #[command(long_about = operator::OPERATOR_ABOUT)]
+    Operator(operator::OperatorArgs),
 }
 
 const CODEGEN_ABOUT: &str =
@@ -107,6 +111,7 @@ impl Cli {
             Command::Schema(args) => schema::run(args).await,
             Command::Codegen(args) => codegen::run(args).await,
             Command::Fetch(args) => fetch::run(args).await,
+            Command::Operator(args) => operator::run(args).await,
         }
     }
 }

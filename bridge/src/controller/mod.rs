@@ -1,3 +1,291 @@
-//! Managed-resource controller.
+//! The managed-resource controller (DESIGN §4): one generic reconciler, run once per generated
+//! kind, drives every resource through the provider that serves it.
+//!
+//! Shape of a pass (see [`reconcile`]): dereference the ProviderConfig and Secrets
+//! ([`deref`]) → build the configuration value ([`fields`]) → restore state ([`state`]) →
+//! import / read → plan → apply → persist state → status, Events. Errors are reported on the
+//! object as a `Synced` condition and an Event ([`error`]), then retried with jittered backoff
+//! when they may clear on their own, or left until the object changes when only the user can
+//! fix them.
+//!
+//! Memory: the controller caches only object *metadata* (a metadata watch, managedFields and
+//! the last-applied annotation stripped) and fetches the full object when it reconciles it, so
+//! the operator's footprint per managed resource stays small however large specs are. Own status
+//! writes do not retrigger a reconcile: only changes of generation, deletion and the pause
+//! annotation do.
 
+pub mod conditions;
+mod deref;
+pub mod error;
 pub mod fields;
+pub mod kinds;
+mod reconcile;
+pub mod resolve;
+pub mod state;
+mod write;
+
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::Client;
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt as _, watcher};
+
+use crate::operator::metrics::Metrics;
+use crate::provider::pool::ProviderPool;
+pub use kinds::KindInfo;
+pub use resolve::Resolver;
+
+/// Finalizer on every managed resource Kraken has touched.
+pub const FINALIZER: &str = "kraken.dev/finalizer";
+/// `"true"` stops reconciliation of the resource until removed.
+pub const PAUSED_ANNOTATION: &str = "kraken.dev/paused";
+/// The create fence: written before the provider is asked to create.
+pub const CREATE_ATTEMPT_ANNOTATION: &str = "kraken.dev/create-attempt";
+/// Field manager of Kraken's server-side applies.
+pub const FIELD_MANAGER: &str = "kraken";
+
+/// Everything reconciles share.
+pub struct Context {
+    pub client: Client,
+    pub pool: Arc<ProviderPool>,
+    pub resolver: Resolver,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    field_maps: Mutex<HashMap<(String, String, String), Arc<fields::FieldMap>>>,
+    /// Consecutive transient failures per object UID, for backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        pool: Arc<ProviderPool>,
+        resolver: Resolver,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "kraken".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            pool,
+            resolver,
+            metrics,
+            field_maps: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    fn field_map(
+        &self,
+        key: (String, String, String),
+        build: impl FnOnce() -> fields::FieldMap,
+    ) -> Arc<fields::FieldMap> {
+        let mut maps = self.field_maps.lock().unwrap_or_else(|e| e.into_inner());
+        maps.entry(key).or_insert_with(|| Arc::new(build())).clone()
+    }
+
+    /// Records a transient failure and returns how long to wait: 1 s doubling to 5 min, ±20 %.
+    fn backoff(&self, uid: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(uid.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        let base = Duration::from_secs(1 << (*n - 1).min(8)).min(Duration::from_secs(300));
+        jitter(base, 0.2)
+    }
+
+    fn succeeded(&self, uid: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.remove(uid);
+    }
+}
+
+/// `d` scaled by a random factor in `[1 - spread, 1 + spread]`.
+pub fn jitter(d: Duration, spread: f64) -> Duration {
+    let r = random_unit();
+    d.mul_f64(1.0 - spread + 2.0 * spread * r)
+}
+
+/// A number in `[0, 1)` good enough for jitter, without a dependency: std's randomly keyed
+/// hasher fed a counter.
+fn random_unit() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher_default();
+    COUNTER.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+trait BuildHasherDefault {
+    fn build_hasher_default(&self) -> std::collections::hash_map::DefaultHasher;
+}
+
+impl BuildHasherDefault for std::collections::hash_map::RandomState {
+    fn build_hasher_default(&self) -> std::collections::hash_map::DefaultHasher {
+        std::hash::BuildHasher::build_hasher(self)
+    }
+}
+
+/// Per-kind state handed to the reconciler.
+pub struct KindContext {
+    pub ctx: Arc<Context>,
+    pub kind: KindInfo,
+    pub label: String,
+}
+
+/// What makes a metadata event worth a reconcile: a new generation (spec change), deletion
+/// and the pause annotation. Kraken's own writes (status, the state Secret, the finalizer and
+/// the create fence) change none of these, so they never retrigger the reconcile that made them.
+fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
+    let m = &meta.metadata;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.generation.hash(&mut h);
+    m.deletion_timestamp.is_some().hash(&mut h);
+    m.uid.hash(&mut h);
+    let annotation = |k: &str| m.annotations.as_ref().and_then(|a| a.get(k).cloned());
+    annotation(PAUSED_ANNOTATION).hash(&mut h);
+    Some(h.finish())
+}
+
+/// Drops what the controller never reads from cached metadata.
+fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
+    let m = &mut meta.metadata;
+    m.managed_fields = None;
+    if let Some(a) = m.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if a.is_empty() {
+            m.annotations = None;
+        }
+    }
+    m.labels = None;
+}
+
+/// Runs the controller for one kind until `shutdown` resolves; in-flight reconciles finish.
+pub async fn run_kind(
+    ctx: Arc<Context>,
+    kind: KindInfo,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::all_with(ctx.client.clone(), &kind.resource);
+    let writer: Writer<PartialObjectMeta<DynamicObject>> = Writer::new(kind.resource.clone());
+    let reader = writer.as_reader();
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(strip)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(trigger_hash, Default::default());
+    let label = kind.label();
+    tracing::info!(kind = %label, type_name = %kind.type_name, "starting controller");
+    let kctx = Arc::new(KindContext {
+        ctx,
+        label: label.clone(),
+        kind: kind.clone(),
+    });
+    Controller::for_stream_with(stream, reader, kind.resource.clone())
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::reconcile, error_policy, kctx)
+        .for_each(|res| {
+            if let Err(err) = res {
+                tracing::debug!(kind = %label, "controller: {err}");
+            }
+            std::future::ready(())
+        })
+        .await;
+    tracing::info!(kind = %kind.label(), "controller stopped");
+}
+
+/// Reached only for errors the reconciler could not report on the object itself (the API
+/// server is unreachable): retry with backoff.
+fn error_policy(
+    meta: Arc<PartialObjectMeta<DynamicObject>>,
+    err: &error::Error,
+    kctx: Arc<KindContext>,
+) -> Action {
+    let uid = meta.metadata.uid.clone().unwrap_or_default();
+    kctx.ctx.metrics.reconcile_failed(&kctx.label, err.reason());
+    let wait = kctx.ctx.backoff(&uid);
+    tracing::warn!(kind = %kctx.label, name = ?meta.metadata.name, "reconcile failed: {err}; retrying in {wait:?}");
+    Action::requeue(wait)
+}
+
+/// Parses a Go duration (`10m`, `1h30m`, `2.5s`, `500ms`, `0`).
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_go_durations() {
+        let cases = [
+            ("10m", Some(600.0)),
+            ("1h30m", Some(5400.0)),
+            ("2.5s", Some(2.5)),
+            ("500ms", Some(0.5)),
+            ("0", Some(0.0)),
+            ("", None),
+            ("10", None),
+            ("5d", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                parse_duration(text).map(|d| d.as_secs_f64()),
+                want,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn jitter_stays_in_range() {
+        for _ in 0..1000 {
+            let d = jitter(Duration::from_secs(100), 0.1);
+            assert!(d >= Duration::from_secs(90) && d <= Duration::from_secs(110));
+        }
+    }
+}

@@ -5,3 +5,6 @@
 pub mod http;
 pub mod leader;
 pub mod metrics;
+mod run;
+
+pub use run::{Options, run};

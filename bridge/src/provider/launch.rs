@@ -48,6 +48,8 @@ pub struct LaunchOptions {
     pub handshake_timeout: Duration,
     /// How long `shutdown` waits after `GRPCController.Shutdown` before killing.
     pub shutdown_grace: Duration,
+    /// Requests a pooled process may serve at once; `None` takes the pool's default.
+    pub max_concurrency: Option<usize>,
 }
 
 impl LaunchOptions {
@@ -64,6 +66,7 @@ impl LaunchOptions {
             tls: true,
             handshake_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
+            max_concurrency: None,
         }
     }
 }

@@ -26,7 +26,7 @@ use tracing::{info, warn};
 
 use super::host::HostError;
 use super::{
-    DiagnosticsExt as _, LaunchOptions, Provider as _, ProviderError, ProviderHost,
+    DiagnosticsExt as _, LaunchOptions, Provider as _, ProviderError, ProviderHost, ProviderSchema,
     REPORTED_TERRAFORM_VERSION,
 };
 use crate::value::Value;
@@ -94,6 +94,9 @@ pub enum PoolError {
         #[source]
         source: Box<HostError>,
     },
+    /// The configuration could not be built from the ProviderConfig (e.g. an unknown field).
+    #[error("invalid configuration for provider {key}: {message}")]
+    Config { key: PoolKey, message: String },
     /// The provider's own verdict on the ProviderConfig; `summary` is its error text.
     #[error("provider {key} rejected its configuration: {summary}")]
     Configure { key: PoolKey, summary: String },
@@ -164,6 +167,21 @@ impl ProviderPool {
         launch: LaunchOptions,
         config: &Value,
     ) -> Result<Arc<ProviderHost>, PoolError> {
+        self.get_with(key, launch, |_| Ok(config.clone())).await
+    }
+
+    /// [`get`](Self::get) for callers whose configuration value depends on the provider's
+    /// schema (field names, types): `build` runs once the process is up, only on launch. An
+    /// `Err(message)` from `build` is reported as [`PoolError::Config`] and nothing is cached.
+    pub async fn get_with<F>(
+        &self,
+        key: &PoolKey,
+        launch: LaunchOptions,
+        build: F,
+    ) -> Result<Arc<ProviderHost>, PoolError>
+    where
+        F: Fn(&ProviderSchema) -> Result<Value, String>,
+    {
         let (cell, retired) = {
             let mut state = self.state();
             let (cell, retired) = checkout(&mut state.entries, key, Instant::now())?;
@@ -177,7 +195,7 @@ impl ProviderPool {
             retire(old);
         }
         let result = cell
-            .get_or_try_init(|| self.launch(key, launch, config))
+            .get_or_try_init(|| self.launch(key, launch, &build))
             .await
             .cloned();
         let mut state = self.state();
@@ -207,23 +225,40 @@ impl ProviderPool {
     }
 
     /// Launch a host and bring it to the configured state, or shut it down again.
-    async fn launch(
+    async fn launch<F>(
         &self,
         key: &PoolKey,
         launch: LaunchOptions,
-        config: &Value,
-    ) -> Result<Arc<ProviderHost>, PoolError> {
-        let host = Arc::new(ProviderHost::new(
-            launch,
-            self.options.max_concurrency_per_process,
-        ));
+        build: &F,
+    ) -> Result<Arc<ProviderHost>, PoolError>
+    where
+        F: Fn(&ProviderSchema) -> Result<Value, String>,
+    {
+        let concurrency = launch
+            .max_concurrency
+            .unwrap_or(self.options.max_concurrency_per_process);
+        let host = Arc::new(ProviderHost::new(launch, concurrency));
         host.start().await.map_err(|e| PoolError::Launch {
             key: key.clone(),
             source: Box::new(e),
         })?;
         self.launches.fetch_add(1, Ordering::Relaxed);
         info!(provider = %key, "launched pooled provider");
-        if let Err(err) = configure(&host, key, config).await {
+        let config = match host.schema().await {
+            Ok(schema) => build(&schema).map_err(|message| PoolError::Config {
+                key: key.clone(),
+                message,
+            }),
+            Err(source) => Err(PoolError::Provider {
+                key: key.clone(),
+                source: Box::new(source),
+            }),
+        };
+        let configured = match config {
+            Ok(config) => configure(&host, key, &config).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = configured {
             host.shutdown().await;
             return Err(err);
         }

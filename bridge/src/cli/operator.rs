@@ -1,0 +1,89 @@
+//! `kraken operator`: run the controllers.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+pub const OPERATOR_ABOUT: &str =
+    "Run the operator: reconcile every generated kind through its provider.
+
+Every CRD in a group <provider>.tf.kraken.dev carrying the tf.kraken.dev/resource-type annotation
+(what `kraken codegen` emits) gets a controller, including CRDs installed while the operator runs.
+A resource names a ProviderConfig (core.kraken.dev/v1alpha1) in its namespace; the provider binary
+it names is looked up in the --plugin-dir mirrors and the plugin cache of `kraken fetch`.
+
+The full Terraform state of each resource lives in an owned Secret <kind>-<name>-tfstate; status
+shows the non-sensitive part. Creates are fenced, so a crash mid-create never makes a second
+object. See docs/operator.md for conditions, Events, annotations and policies.";
+
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// Kubeconfig to use; defaults to KUBECONFIG, ~/.kube/config, then the in-cluster account.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Terraform filesystem mirrors to find provider binaries in (unpacked layout
+    /// HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/). Repeatable.
+    #[arg(
+        long = "plugin-dir",
+        value_name = "DIR",
+        env = "KRAKEN_PLUGIN_DIR",
+        value_delimiter = ':'
+    )]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
+    pub metrics_addr: SocketAddr,
+    /// Run without leader election (only safe with a single replica).
+    #[arg(long)]
+    pub no_leader_elect: bool,
+    /// Namespace of the leader-election Lease; defaults to $POD_NAMESPACE, else "default".
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "default",
+        value_name = "NS"
+    )]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "kraken-operator", value_name = "NAME")]
+    pub lease_name: String,
+    /// How many resources are reconciled at once, per kind.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: u16,
+    /// Shut a provider process down after this long without requests (Go duration).
+    #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    pub provider_idle_timeout: std::time::Duration,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::controller::parse_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (e.g. 10m, 90s, 1h30m)"))
+}
+
+pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_owned())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "kraken".into());
+    let opts = crate::operator::Options {
+        kubeconfig: args.kubeconfig,
+        plugin_dirs: args.plugin_dirs,
+        metrics_addr: args.metrics_addr,
+        leader_elect: !args.no_leader_elect,
+        lease_namespace: args.lease_namespace,
+        lease_name: args.lease_name,
+        identity: format!("{host}-{}", std::process::id()),
+        concurrency: args.concurrency.max(1),
+        provider_idle_timeout: args.provider_idle_timeout,
+        provider_max_concurrency: crate::core_kinds::provider_config::DEFAULT_MAX_CONCURRENCY
+            as usize,
+    };
+    crate::operator::run(opts).await
+}

@@ -1,0 +1,135 @@
+//! `Ready` and `Synced`: the two conditions every managed resource reports.
+//!
+//! `Synced` says whether the last reconcile did what the spec asks (and if not, why, in a
+//! reason a user can look up); `Ready` says whether the external object exists and is usable.
+//! `lastTransitionTime` changes only when a condition's status flips, so a reconcile that
+//! learns nothing new produces the same status and writes nothing.
+
+use crate::core_kinds::provider_config::{Condition, ConditionStatus};
+
+pub const READY: &str = "Ready";
+pub const SYNCED: &str = "Synced";
+
+/// Reasons, as documented in docs/operator.md.
+pub mod reason {
+    pub const AVAILABLE: &str = "Available";
+    pub const CREATING: &str = "Creating";
+    pub const DELETING: &str = "Deleting";
+    pub const UNAVAILABLE: &str = "Unavailable";
+
+    pub const RECONCILE_SUCCESS: &str = "ReconcileSuccess";
+    pub const RECONCILE_PAUSED: &str = "ReconcilePaused";
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    pub const PROVIDER_CONFIG_MISSING: &str = "ProviderConfigMissing";
+    pub const SECRET_MISSING: &str = "SecretMissing";
+    pub const PROVIDER_CONFIG_INVALID: &str = "ProviderConfigInvalid";
+    pub const PROVIDER_ERROR: &str = "ProviderError";
+    pub const REPLACE_REFUSED: &str = "ReplaceRefused";
+    pub const CREATE_INTERRUPTED: &str = "CreateInterrupted";
+    pub const EXTERNAL_OBJECT_MISSING: &str = "ExternalObjectMissing";
+    pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
+    pub const API_ERROR: &str = "ApiError";
+}
+
+/// A condition to set: type, status, reason, message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Set {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Set {
+    pub fn new(
+        type_: &'static str,
+        status: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            type_,
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The conditions after applying `updates` to `current`, keeping the transition time of any
+/// condition whose status did not change. Conditions of other types are kept as they are.
+pub fn merge(
+    current: &[Condition],
+    updates: &[Set],
+    generation: Option<i64>,
+    now: &str,
+) -> Vec<Condition> {
+    let mut out: Vec<Condition> = current.to_vec();
+    for u in updates {
+        let status = if u.status {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        };
+        let existing = out.iter_mut().find(|c| c.type_ == u.type_);
+        let transition = match &existing {
+            Some(c) if c.status == status => c.last_transition_time.clone(),
+            _ => Some(now.to_owned()),
+        };
+        let cond = Condition {
+            type_: u.type_.to_owned(),
+            status,
+            reason: u.reason.to_owned(),
+            message: u.message.clone(),
+            last_transition_time: transition,
+            observed_generation: generation,
+        };
+        match existing {
+            Some(c) => *c = cond,
+            None => out.push(cond),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_when_status_flips() {
+        let t0 = "2026-01-01T00:00:00Z";
+        let t1 = "2026-01-01T00:01:00Z";
+        let first = merge(
+            &[],
+            &[Set::new(READY, false, reason::CREATING, "creating")],
+            Some(1),
+            t0,
+        );
+        assert_eq!(first[0].last_transition_time.as_deref(), Some(t0));
+        let same = merge(
+            &first,
+            &[Set::new(READY, false, reason::UNAVAILABLE, "x")],
+            Some(2),
+            t1,
+        );
+        assert_eq!(same[0].last_transition_time.as_deref(), Some(t0));
+        assert_eq!(same[0].reason, reason::UNAVAILABLE);
+        assert_eq!(same[0].observed_generation, Some(2));
+        let flipped = merge(
+            &same,
+            &[Set::new(READY, true, reason::AVAILABLE, "")],
+            Some(2),
+            t1,
+        );
+        assert_eq!(flipped[0].last_transition_time.as_deref(), Some(t1));
+        let both = merge(
+            &flipped,
+            &[Set::new(SYNCED, true, reason::RECONCILE_SUCCESS, "")],
+            Some(2),
+            t1,
+        );
+        assert_eq!(both.len(), 2);
+        assert_eq!(merge(&both, &[], Some(2), t1), both);
+    }
+}

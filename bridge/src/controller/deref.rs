@@ -1,0 +1,220 @@
+//! Step 1 of a reconcile: dereference what the resource points at — its ProviderConfig, the
+//! Secrets it and its ProviderConfig name — and turn them into a configured provider (from the
+//! pool) and the resource's configuration value.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use serde_json::Value as Json;
+
+use super::error::{Error, Result};
+use super::fields::{FieldError, FieldMap, SecretRef, set_json_path};
+use super::{Context, KindInfo};
+use crate::core_kinds::ProviderConfig;
+use crate::provider::pool::{PoolError, PoolKey};
+use crate::provider::{LaunchOptions, ProviderHost, ProviderSchema};
+use crate::value::Value;
+use crate::value::kube::from_kube_json;
+
+/// A configured provider serving one resource, with what the rest of the pass needs to talk
+/// to it about that resource.
+pub struct Provider {
+    pub host: Arc<ProviderHost>,
+    pub schema: Arc<ProviderSchema>,
+    pub fields: Arc<FieldMap>,
+    /// `address version`, for logs and metrics.
+    pub label: String,
+}
+
+impl Provider {
+    /// The resource type's schema (present: checked when the provider was dereferenced).
+    pub fn resource(&self, type_name: &str) -> Result<&kraken_codegen::schema::Schema> {
+        self.schema.resource(type_name).ok_or_else(|| {
+            Error::InvalidSpec(format!(
+                "provider {} has no resource type {type_name}",
+                self.label
+            ))
+        })
+    }
+}
+
+/// The configured provider for a resource in `namespace` using ProviderConfig `pc_name`.
+pub async fn provider(
+    ctx: &Context,
+    kind: &KindInfo,
+    namespace: &str,
+    pc_name: &str,
+) -> Result<Provider> {
+    let pcs: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), namespace);
+    let pc = match pcs.get_opt(pc_name).await {
+        Ok(Some(pc)) => pc,
+        Ok(None) => return Err(Error::ProviderConfigMissing(pc_name.to_owned())),
+        Err(kube::Error::SerdeError(e)) => {
+            return Err(Error::ProviderConfigInvalid {
+                name: pc_name.to_owned(),
+                message: format!("cannot be read: {e}"),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let invalid = |message: String| Error::ProviderConfigInvalid {
+        name: pc_name.to_owned(),
+        message,
+    };
+    let resolved = ctx
+        .resolver
+        .resolve(&pc.spec.source, pc.spec.version.as_deref())
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut config = pc
+        .spec
+        .config
+        .clone()
+        .unwrap_or_else(|| Json::Object(Default::default()));
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    for from in &pc.spec.config_from {
+        let value = secret_value(
+            &secrets,
+            &from.secret_key_ref.name,
+            &from.secret_key_ref.key,
+        )
+        .await
+        .map_err(|e| match e {
+            Error::SecretMissing(m) => {
+                Error::SecretMissing(format!("{m} (configFrom of ProviderConfig {pc_name})"))
+            }
+            other => other,
+        })?;
+        set_json_path(&mut config, &from.path, Json::String(value))
+            .map_err(|e| invalid(format!("configFrom: {e}")))?;
+    }
+    let key = PoolKey {
+        address: resolved.address.clone(),
+        version: resolved.version.clone(),
+        config_name: format!("{namespace}/{pc_name}"),
+        generation: pc.metadata.generation.unwrap_or_default(),
+    };
+    let mut launch = LaunchOptions::new(&resolved.binary);
+    launch.name = format!("{} {}", resolved.address, resolved.version);
+    launch.tls = pc.spec.tls;
+    launch.max_concurrency = usize::try_from(pc.spec.max_concurrency).ok();
+    let host = ctx
+        .pool
+        .get_with(&key, launch, |schema| build_config(schema, &config))
+        .await
+        .map_err(|e| match e {
+            PoolError::Config { message, .. } => invalid(message),
+            PoolError::Configure { summary, .. } => invalid(format!(
+                "the provider rejected the configuration: {summary}"
+            )),
+            other => Error::ProviderUnavailable(format!("{:#}", anyhow_chain(&other))),
+        })?;
+    let schema = crate::provider::Provider::schema(host.as_ref())
+        .await
+        .map_err(|e| Error::ProviderUnavailable(anyhow_chain(&e)))?;
+    let label = format!("{} {}", resolved.address, resolved.version);
+    let Some(resource) = schema.resource(&kind.type_name) else {
+        return Err(Error::InvalidSpec(format!(
+            "provider {label} has no resource type {}",
+            kind.type_name
+        )));
+    };
+    let fields = ctx.field_map(
+        (resolved.address, resolved.version, kind.type_name.clone()),
+        || FieldMap::for_resource(&kind.type_name, resource),
+    );
+    Ok(Provider {
+        host,
+        schema,
+        fields,
+        label,
+    })
+}
+
+/// The provider block's value from ProviderConfig JSON (Kubernetes field names).
+fn build_config(schema: &ProviderSchema, config: &Json) -> std::result::Result<Value, String> {
+    let map = FieldMap::for_provider_config(&schema.provider);
+    let tf = map
+        .spec_to_tf(config, &mut |r: &SecretRef| {
+            Err(FieldError::Invalid {
+                path: r.name.clone(),
+                message: "Secret references belong in spec.configFrom".into(),
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    from_kube_json(&tf, &schema.provider.block.implied_type())
+        .map_err(|e| format!("{}: {}", map.kube_path(&e.path), e.message))
+}
+
+/// The resource's configuration value from `spec.forProvider`, with Secret references resolved.
+pub async fn resource_config(
+    ctx: &Context,
+    provider: &Provider,
+    type_name: &str,
+    namespace: &str,
+    for_provider: &Json,
+) -> Result<Value> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut values: HashMap<SecretRef, String> = HashMap::new();
+    for r in provider.fields.secret_refs(for_provider) {
+        let v = secret_value(&secrets, &r.name, &r.key).await?;
+        values.insert(r, v);
+    }
+    let tf = provider
+        .fields
+        .spec_to_tf(for_provider, &mut |r| {
+            values
+                .get(r)
+                .cloned()
+                .ok_or_else(|| FieldError::SecretNotFound {
+                    name: r.name.clone(),
+                })
+        })
+        .map_err(|e| Error::InvalidSpec(e.to_string()))?;
+    let ty = provider.resource(type_name)?.block.implied_type();
+    from_kube_json(&tf, &ty).map_err(|e| {
+        Error::InvalidSpec(format!(
+            "{}: {}",
+            provider.fields.kube_path(&e.path),
+            e.message
+        ))
+    })
+}
+
+/// One key of a Secret, as text.
+async fn secret_value(secrets: &Api<Secret>, name: &str, key: &str) -> Result<String> {
+    let Some(secret) = secrets.get_opt(name).await? else {
+        return Err(Error::SecretMissing(format!("Secret {name} not found")));
+    };
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|s| s.clone().into_bytes())
+        })
+        .ok_or_else(|| Error::SecretMissing(format!("Secret {name} has no key {key}")))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Error::InvalidSpec(format!("Secret {name} key {key} is not UTF-8 text")))
+}
+
+/// An error with its causes, `a: b: c`.
+pub fn anyhow_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = e.source();
+    }
+    out
+}

@@ -1,0 +1,109 @@
+//! Which kinds the operator reconciles, read from their CRDs.
+//!
+//! A generated CRD says everything the generic controller needs in its annotations
+//! (`tf.kraken.dev/provider`, `tf.kraken.dev/resource-type`, `tf.kraken.dev/schema-version`):
+//! the controller never needs per-kind code. Data-source kinds (`data.<provider>.tf.kraken.dev`)
+//! are read-only views and are not reconciled here.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::{ApiResource, GroupVersionKind};
+
+/// Annotation naming the provider's source address.
+pub const PROVIDER_ANNOTATION: &str = "tf.kraken.dev/provider";
+/// Annotation naming the Terraform resource type.
+pub const RESOURCE_TYPE_ANNOTATION: &str = "tf.kraken.dev/resource-type";
+/// Annotation holding the schema version the CRD was generated from.
+pub const SCHEMA_VERSION_ANNOTATION: &str = "tf.kraken.dev/schema-version";
+
+/// One generated kind the operator reconciles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindInfo {
+    pub resource: ApiResource,
+    /// Provider source address from the CRD (informational: the ProviderConfig decides which
+    /// binary serves a resource).
+    pub provider: String,
+    pub type_name: String,
+}
+
+impl KindInfo {
+    /// The kind a CRD declares, if it is a generated managed-resource kind that is Established.
+    pub fn from_crd(crd: &CustomResourceDefinition) -> Option<Self> {
+        let annotations = crd.metadata.annotations.as_ref()?;
+        let provider = annotations.get(PROVIDER_ANNOTATION)?.clone();
+        let type_name = annotations.get(RESOURCE_TYPE_ANNOTATION)?.clone();
+        let spec = &crd.spec;
+        if !spec.group.ends_with(kraken_codegen::GROUP_SUFFIX) || spec.group.starts_with("data.") {
+            return None;
+        }
+        let established = crd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        if !established {
+            return None;
+        }
+        let version = spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .or_else(|| spec.versions.first())?;
+        let gvk = GroupVersionKind::gvk(&spec.group, &version.name, &spec.names.kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, &spec.names.plural);
+        Some(Self {
+            resource,
+            provider,
+            type_name,
+        })
+    }
+
+    /// `Kind.group`, for logs and metric labels.
+    pub fn label(&self) -> String {
+        format!("{}.{}", self.resource.kind, self.resource.group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(group: &str, established: bool) -> CustomResourceDefinition {
+        let json = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {
+                "name": format!("objects.{group}"),
+                "annotations": {
+                    PROVIDER_ANNOTATION: "registry.kraken.dev/kraken/fixture",
+                    RESOURCE_TYPE_ANNOTATION: "fixture_object",
+                }
+            },
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"kind": "Object", "plural": "objects"},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true}]
+            },
+            "status": {"conditions": [{
+                "type": "Established",
+                "status": if established { "True" } else { "False" },
+            }]}
+        });
+        serde_json::from_value(json).expect("valid CRD")
+    }
+
+    #[test]
+    fn reads_generated_kinds_only_once_established() {
+        let kind = KindInfo::from_crd(&crd("fixture.tf.kraken.dev", true)).expect("kind");
+        assert_eq!(kind.type_name, "fixture_object");
+        assert_eq!(kind.resource.plural, "objects");
+        assert_eq!(kind.resource.api_version, "fixture.tf.kraken.dev/v1alpha1");
+        assert_eq!(kind.label(), "Object.fixture.tf.kraken.dev");
+        assert!(KindInfo::from_crd(&crd("fixture.tf.kraken.dev", false)).is_none());
+        assert!(KindInfo::from_crd(&crd("data.fixture.tf.kraken.dev", true)).is_none());
+        assert!(KindInfo::from_crd(&crd("example.com", true)).is_none());
+    }
+}

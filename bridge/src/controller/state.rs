@@ -1,0 +1,195 @@
+//! The state Secret: where a managed resource's full Terraform state lives between reconciles.
+//!
+//! One Secret per resource, `<kind>-<name>-tfstate`, owned by the resource, holds the state as
+//! Terraform's JSON (exact numbers, sensitive values included), the provider's private bytes
+//! untouched, the schema version it was written under (for `UpgradeResourceState`), and the
+//! create attempt it completed (see the create fence in docs/operator.md). `status.atProvider`
+//! is only a projection of it for users, without sensitive values.
+//!
+//! Keeping the whole state in one Secret (rather than splitting it between status and Secret)
+//! makes "persist state" a single write that is either entirely there or not at all.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+/// The Secret type Kraken's state Secrets carry.
+pub const SECRET_TYPE: &str = "kraken.dev/tfstate";
+/// Label on state Secrets, naming the owner kind's group.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+const KEY_STATE: &str = "state";
+const KEY_PRIVATE: &str = "private";
+const KEY_SCHEMA_VERSION: &str = "schemaVersion";
+const KEY_CREATE_ATTEMPT: &str = "createAttempt";
+
+/// The longest Kubernetes object name.
+const MAX_NAME: usize = 253;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("state secret {name} is not a Kraken state secret (type {found:?})")]
+    WrongType { name: String, found: String },
+    #[error("state secret {name} has an invalid {key}")]
+    Invalid { name: String, key: &'static str },
+}
+
+/// What the state Secret holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// The state as cty JSON; `None` when no object exists (never created, or destroyed).
+    pub state: Option<Vec<u8>>,
+    pub private: Vec<u8>,
+    pub schema_version: i64,
+    /// The `kraken.dev/create-attempt` this state completed.
+    pub create_attempt: Option<String>,
+}
+
+/// The state Secret's name for resource `name` of `kind`: `<kind>-<name>-tfstate`, lowercased;
+/// a name that would be too long is cut and suffixed with a hash of the full name.
+pub fn secret_name(kind: &str, name: &str) -> String {
+    let full = format!("{}-{}-tfstate", kind.to_lowercase(), name);
+    if full.len() <= MAX_NAME {
+        return full;
+    }
+    let hash = format!("{:016x}", fnv1a(full.as_bytes()));
+    let keep = MAX_NAME - hash.len() - "--tfstate".len();
+    let head: String = format!("{}-{}", kind.to_lowercase(), name)
+        .chars()
+        .take(keep)
+        .collect();
+    format!("{}-{hash}-tfstate", head.trim_end_matches(['-', '.']))
+}
+
+/// FNV-1a: a stable hash for names (std's hasher is not guaranteed stable across releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl Stored {
+    pub fn from_secret(secret: &Secret) -> Result<Self, StateError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let found = secret.type_.clone().unwrap_or_default();
+        if found != SECRET_TYPE {
+            return Err(StateError::WrongType { name, found });
+        }
+        let empty = BTreeMap::new();
+        let data = secret.data.as_ref().unwrap_or(&empty);
+        let text = |key: &'static str| -> Result<Option<String>, StateError> {
+            data.get(key)
+                .map(|b| {
+                    String::from_utf8(b.0.clone()).map_err(|_| StateError::Invalid {
+                        name: name.clone(),
+                        key,
+                    })
+                })
+                .transpose()
+        };
+        let schema_version = match text(KEY_SCHEMA_VERSION)? {
+            Some(v) => v.trim().parse().map_err(|_| StateError::Invalid {
+                name: name.clone(),
+                key: KEY_SCHEMA_VERSION,
+            })?,
+            None => 0,
+        };
+        Ok(Self {
+            state: data.get(KEY_STATE).map(|b| b.0.clone()),
+            private: data
+                .get(KEY_PRIVATE)
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
+            schema_version,
+            create_attempt: text(KEY_CREATE_ATTEMPT)?.filter(|s| !s.is_empty()),
+        })
+    }
+
+    /// The Secret for server-side apply: every key Kraken owns is always present (empty when
+    /// unset), so applying drops nothing by omission.
+    pub fn to_secret(&self, name: &str, namespace: &str, owner: OwnerReference) -> Secret {
+        let mut data = BTreeMap::new();
+        if let Some(state) = &self.state {
+            data.insert(KEY_STATE.to_owned(), ByteString(state.clone()));
+        }
+        data.insert(KEY_PRIVATE.to_owned(), ByteString(self.private.clone()));
+        data.insert(
+            KEY_SCHEMA_VERSION.to_owned(),
+            ByteString(self.schema_version.to_string().into_bytes()),
+        );
+        data.insert(
+            KEY_CREATE_ATTEMPT.to_owned(),
+            ByteString(self.create_attempt.clone().unwrap_or_default().into_bytes()),
+        );
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                owner_references: Some(vec![owner]),
+                labels: Some(BTreeMap::from([(
+                    MANAGED_BY_LABEL.to_owned(),
+                    "kraken".to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            type_: Some(SECRET_TYPE.to_owned()),
+            data: Some(data),
+            ..Secret::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> OwnerReference {
+        OwnerReference {
+            api_version: "fixture.tf.kraken.dev/v1alpha1".into(),
+            kind: "Object".into(),
+            name: "a".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    #[test]
+    fn round_trips_through_a_secret() {
+        for stored in [
+            Stored::default(),
+            Stored {
+                state: Some(br#"{"id":"x"}"#.to_vec()),
+                private: vec![0, 159, 146, 150],
+                schema_version: 3,
+                create_attempt: Some("2026-11-22T10:00:00Z".into()),
+            },
+        ] {
+            let secret = stored.to_secret("object-a-tfstate", "ns", owner());
+            assert_eq!(Stored::from_secret(&secret), Ok(stored));
+        }
+    }
+
+    #[test]
+    fn refuses_secrets_it_did_not_write() {
+        let mut secret = Stored::default().to_secret("s", "ns", owner());
+        secret.type_ = Some("Opaque".into());
+        assert!(matches!(
+            Stored::from_secret(&secret),
+            Err(StateError::WrongType { .. })
+        ));
+    }
+
+    #[test]
+    fn names_are_bounded_and_stable() {
+        assert_eq!(secret_name("Object", "web"), "object-web-tfstate");
+        let long = "a".repeat(253);
+        let name = secret_name("Object", &long);
+        assert!(name.len() <= MAX_NAME, "{}", name.len());
+        assert!(name.ends_with("-tfstate"));
+        assert_eq!(name, secret_name("Object", &long));
+        assert_ne!(name, secret_name("Object", &"a".repeat(252)));
+    }
+}

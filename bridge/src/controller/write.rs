@@ -1,0 +1,245 @@
+//! The writes a reconcile makes, in one place so each is counted (`kraken_api_writes_total`)
+//! and none happens when nothing changed: metadata (finalizer, create fence), the state
+//! Secret, status, Events.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::{Value as Json, json};
+
+use super::conditions::{self, Set};
+use super::error::{Error, Result};
+use super::state::{self, Stored};
+use super::{FIELD_MANAGER, FINALIZER, KindContext};
+use crate::core_kinds::provider_config::Condition;
+
+/// One reconcile of one object: the object as last read or written, and the status being built.
+pub struct Run<'a> {
+    pub k: &'a KindContext,
+    pub api: Api<DynamicObject>,
+    pub secrets: Api<Secret>,
+    pub obj: DynamicObject,
+    pub namespace: String,
+    pub name: String,
+    pub status: Json,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(k: &'a KindContext, obj: DynamicObject, namespace: String) -> Self {
+        let api = Api::namespaced_with(k.ctx.client.clone(), &namespace, &k.kind.resource);
+        let secrets = Api::namespaced(k.ctx.client.clone(), &namespace);
+        let status = obj
+            .data
+            .get("status")
+            .cloned()
+            .filter(Json::is_object)
+            .unwrap_or_else(|| json!({}));
+        let name = obj.name_any();
+        Self {
+            k,
+            api,
+            secrets,
+            obj,
+            namespace,
+            name,
+            status,
+        }
+    }
+
+    pub fn generation(&self) -> Option<i64> {
+        self.obj.metadata.generation
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.obj.annotations().get(key).map(String::as_str)
+    }
+
+    pub fn has_finalizer(&self) -> bool {
+        self.obj.finalizers().iter().any(|f| f == FINALIZER)
+    }
+
+    fn count(&self, resource: &str, verb: &str) {
+        self.k.ctx.metrics.api_write(resource, verb);
+    }
+
+    /// Sets annotations (a `None` value removes one) and adds or removes the finalizer in one
+    /// write, guarded by the resourceVersion read: a concurrent change makes it fail rather
+    /// than act on a stale view.
+    pub async fn patch_metadata(
+        &mut self,
+        annotations: &[(&str, Option<&str>)],
+        finalizer: bool,
+    ) -> Result<()> {
+        let mut finalizers: Vec<String> = self
+            .obj
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        if finalizer {
+            finalizers.push(FINALIZER.to_owned());
+        }
+        let ann: serde_json::Map<String, Json> = annotations
+            .iter()
+            .map(|(k, v)| {
+                (
+                    (*k).to_owned(),
+                    v.map_or(Json::Null, |v| Json::String(v.to_owned())),
+                )
+            })
+            .collect();
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": self.obj.resource_version(),
+                "finalizers": finalizers,
+                "annotations": ann,
+            }
+        });
+        self.count(&self.k.kind.resource.plural, "patch");
+        self.obj = self
+            .api
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn load_state(&self) -> Result<Option<Stored>> {
+        let name = state::secret_name(&self.k.kind.resource.kind, &self.name);
+        match self.secrets.get_opt(&name).await? {
+            Some(secret) => {
+                // A Secret left by an earlier object of the same name is not this one's state.
+                let uid = self.obj.metadata.uid.as_deref();
+                let owned = secret
+                    .owner_references()
+                    .iter()
+                    .any(|o| Some(o.uid.as_str()) == uid);
+                if !owned {
+                    return Ok(None);
+                }
+                Ok(Some(Stored::from_secret(&secret)?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub async fn save_state(&self, stored: &Stored) -> Result<()> {
+        let name = state::secret_name(&self.k.kind.resource.kind, &self.name);
+        let owner = self
+            .obj
+            .controller_owner_ref(&self.k.kind.resource)
+            .ok_or_else(|| Error::InvalidSpec("object has no uid".into()))?;
+        let secret = stored.to_secret(&name, &self.namespace, owner);
+        self.count("secrets", "apply");
+        self.secrets
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_state(&self) -> Result<()> {
+        let name = state::secret_name(&self.k.kind.resource.kind, &self.name);
+        self.count("secrets", "delete");
+        match self.secrets.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Sets conditions in the status being built.
+    pub fn set_conditions(&mut self, updates: &[Set]) {
+        let current: Vec<Condition> = self
+            .status
+            .get("conditions")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default();
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .round(k8s_openapi::jiff::Unit::Second)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let merged = conditions::merge(&current, updates, self.generation(), &now);
+        self.status["conditions"] = serde_json::to_value(merged).unwrap_or_else(|_| json!([]));
+    }
+
+    pub fn set_status_field(&mut self, key: &str, value: Json) {
+        if value.is_null() {
+            if let Some(map) = self.status.as_object_mut() {
+                map.remove(key);
+            }
+        } else {
+            self.status[key] = value;
+        }
+    }
+
+    /// Writes the status built so far, if it differs from what the object has.
+    pub async fn flush_status(&mut self) -> Result<()> {
+        self.status["observedGeneration"] = json!(self.generation());
+        if self.obj.data.get("status") == Some(&self.status) {
+            return Ok(());
+        }
+        for attempt in 0..3 {
+            let mut body = self.obj.clone();
+            body.data["status"] = self.status.clone();
+            body.metadata.managed_fields = None;
+            self.count(&self.k.kind.resource.plural, "update-status");
+            match self
+                .api
+                .replace_status(&self.name, &PostParams::default(), &body)
+                .await
+            {
+                Ok(obj) => {
+                    self.obj = obj;
+                    return Ok(());
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 2 => {
+                    // The object changed meanwhile (a spec edit, another writer): write the
+                    // status on top of the current version; a new generation retriggers anyway.
+                    if let Some(fresh) = self.api.get_opt(&self.name).await? {
+                        self.obj = fresh;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes an Event about the object. Failing to publish is logged, never fatal.
+    pub async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
+        let note: String = note.into();
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(truncate(&note, 1000)),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        self.count("events", "create");
+        let reference = self.obj.object_ref(&self.k.kind.resource);
+        if let Err(err) = self.k.ctx.recorder.publish(&ev, &reference).await {
+            tracing::warn!(kind = %self.k.label, name = %self.name, reason, "could not publish event: {err}");
+        }
+    }
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

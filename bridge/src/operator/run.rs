@@ -1,0 +1,209 @@
+//! Wiring of `kraken operator`: the HTTP endpoints, the provider pool, leader election, and a
+//! supervisor that starts one controller per generated kind as its CRD becomes Established.
+//!
+//! Losing the Lease (say the API server was unreachable for longer than the lease) stops the
+//! controllers — they finish the provider calls already in flight, an apply is never cut off —
+//! and the operator campaigns again instead of exiting: a restart would gain nothing.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::http::{self, HttpState};
+use super::leader::LeaderElection;
+use super::metrics::Metrics;
+use crate::controller::{Context, KindInfo, Resolver, kinds::PROVIDER_ANNOTATION, run_kind};
+use crate::provider::pool::{PoolOptions, ProviderPool};
+
+/// What `kraken operator` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub kubeconfig: Option<PathBuf>,
+    pub plugin_dirs: Vec<PathBuf>,
+    pub metrics_addr: SocketAddr,
+    pub leader_elect: bool,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    pub identity: String,
+    pub concurrency: u16,
+    pub provider_idle_timeout: Duration,
+    pub provider_max_concurrency: usize,
+}
+
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let client = client(opts.kubeconfig.as_deref()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (addr, _server) = http::serve(
+        opts.metrics_addr,
+        HttpState {
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        },
+    )
+    .await?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+
+    let pool = Arc::new(ProviderPool::new(PoolOptions {
+        max_concurrency_per_process: opts.provider_max_concurrency,
+        idle_timeout: opts.provider_idle_timeout,
+    }));
+    let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
+    let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
+    let mut dirs = opts.plugin_dirs.clone();
+    dirs.push(kraken_registry_fetch::PluginCache::default_root());
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        pool.clone(),
+        Resolver::new(dirs),
+        metrics.clone(),
+    ));
+
+    let election = LeaderElection::new(
+        client.clone(),
+        &opts.lease_namespace,
+        &opts.lease_name,
+        opts.identity.clone(),
+    );
+    let mut shutdown = Box::pin(shutdown_signal());
+    loop {
+        // A standby is ready: it serves its endpoints and waits for the Lease.
+        ready.store(true, Ordering::Relaxed);
+        let mut leadership = if opts.leader_elect {
+            tracing::info!(lease = %opts.lease_name, identity = %opts.identity, "campaigning for leadership");
+            tokio::select! {
+                l = election.acquire() => Some(l),
+                () = &mut shutdown => break,
+            }
+        } else {
+            None
+        };
+        metrics.set_leader(true);
+        tracing::info!("leading: starting controllers");
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let supervisor = tokio::spawn(supervise_kinds(ctx.clone(), opts.concurrency, stop_rx));
+        let lost = async {
+            match leadership.as_mut() {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let exiting = tokio::select! {
+            () = lost => {
+                tracing::warn!("lost leadership: stopping controllers, then campaigning again");
+                false
+            }
+            () = &mut shutdown => true,
+        };
+        let _ = stop_tx.send(true);
+        if let Err(err) = supervisor.await {
+            tracing::error!("controller supervisor failed: {err}");
+        }
+        metrics.set_leader(false);
+        if exiting {
+            if let Some(l) = leadership {
+                l.release().await;
+            }
+            break;
+        }
+    }
+    tracing::info!("shutting down provider processes");
+    pool.shutdown_all().await;
+    Ok(())
+}
+
+async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("failed to read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "no kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) and not running in a cluster",
+        )?,
+    };
+    kube::Client::try_from(config).context("failed to create a Kubernetes client")
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+    tracing::info!("shutdown requested");
+}
+
+fn spawn_pool_gauges(
+    pool: Arc<ProviderPool>,
+    metrics: Arc<Metrics>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let stats = pool.stats();
+            metrics.set_provider_processes(i64::try_from(stats.processes).unwrap_or(i64::MAX));
+            metrics.set_provider_launches(i64::try_from(stats.launches).unwrap_or(i64::MAX));
+        }
+    })
+}
+
+/// Starts a controller for every generated kind whose CRD is Established, now or later, and
+/// stops them all when `stop` turns true.
+async fn supervise_kinds(ctx: Arc<Context>, concurrency: u16, stop: watch::Receiver<bool>) {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let config = watcher::Config::default().labels(PROVIDER_ANNOTATION);
+    let mut events = watcher(crds, config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let mut running: HashMap<String, KindInfo> = HashMap::new();
+    let mut tasks = JoinSet::new();
+    let mut stop_wait = stop.clone();
+    loop {
+        tokio::select! {
+            _ = stop_wait.wait_for(|s| *s) => break,
+            ev = events.next() => match ev {
+                Some(Ok(crd)) => {
+                    let Some(kind) = KindInfo::from_crd(&crd) else { continue };
+                    let name = crd.metadata.name.clone().unwrap_or_default();
+                    if running.get(&name) == Some(&kind) {
+                        continue;
+                    }
+                    running.insert(name, kind.clone());
+                    let mut rx = stop.clone();
+                    let shutdown = async move {
+                        let _ = rx.wait_for(|s| *s).await;
+                    };
+                    tasks.spawn(run_kind(ctx.clone(), kind, concurrency, shutdown));
+                }
+                Some(Err(err)) => tracing::warn!("watching CRDs: {err}"),
+                None => break,
+            },
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}

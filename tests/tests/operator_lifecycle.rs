@@ -168,6 +168,26 @@ fn create_reports_status_and_creates_exactly_one_object() -> anyhow::Result<()> 
         bed.apply_object("web", full)?;
         let obj = bed.wait_reconciled("web", CONVERGE)?;
 
+        // The ProviderConfig reports the provider it brought up.
+        let pc = wait_for(CONVERGE, "ProviderConfig Ready=True", || {
+            let pc = bed
+                .cp
+                .get_json(&bed.ns, "providerconfigs.core.kraken.dev", "default")?;
+            Ok(condition(&pc, "Ready")
+                .filter(|(s, _, _)| s == "True")
+                .map(|_| pc))
+        })?;
+        ensure!(
+            pc["status"]["version"] == "1.0.0",
+            "status.version: {}",
+            pc["status"]
+        );
+        ensure!(
+            pc["status"]["protocol"] == 6,
+            "status.protocol: {}",
+            pc["status"]
+        );
+
         // Conditions and generation.
         let (_, _, ready_msg) = condition(&obj, "Ready").context("no Ready")?;
         eprintln!("Ready message: {ready_msg:?}");
@@ -1044,6 +1064,20 @@ fn invalid_provider_config_fails_every_user() -> anyhow::Result<()> {
             bed.wait_event(name, "ProviderConfigInvalid", CONVERGE)?;
         }
         expect_ops(bed, &[])?;
+        // The ProviderConfig says so too.
+        let pc = wait_for(CONVERGE, "ProviderConfig Ready=False", || {
+            let pc = bed
+                .cp
+                .get_json(&bed.ns, "providerconfigs.core.kraken.dev", "default")?;
+            Ok(condition(&pc, "Ready")
+                .filter(|(s, r, _)| s == "False" && r == "ProviderConfigInvalid")
+                .map(|_| pc))
+        })?;
+        let (_, _, message) = condition(&pc, "Ready").context("Ready")?;
+        ensure!(
+            message.contains("invalid token"),
+            "ProviderConfig message: {message:?}"
+        );
 
         bed.apply_provider_config("default", json!({"token": "fine"}))?;
         for name in ["one", "two"] {

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 
 use super::error::{Error, Result};
 use super::fields::{FieldError, FieldMap, SecretRef, set_json_path};
+use super::resolve::Resolved;
 use super::{Context, KindInfo};
 use crate::core_kinds::ProviderConfig;
 use crate::provider::pool::{PoolError, PoolKey};
@@ -57,8 +58,25 @@ pub async fn provider(
                 message: format!("cannot be read: {e}"),
             });
         }
+        // The kind itself is missing: the core CRDs are not installed.
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            return Err(Error::ProviderConfigMissing(format!(
+                "{pc_name} (the ProviderConfig kind is not installed: kubectl apply --server-side -k generated-crds/core)"
+            )));
+        }
         Err(e) => return Err(e.into()),
     };
+    let (resolved, host) = configured(ctx, namespace, &pc).await?;
+    resource_provider(ctx, kind, resolved, host).await
+}
+
+/// The pooled, configured provider process a ProviderConfig describes.
+pub async fn configured(
+    ctx: &Context,
+    namespace: &str,
+    pc: &ProviderConfig,
+) -> Result<(Resolved, Arc<ProviderHost>)> {
+    let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
     let invalid = |message: String| Error::ProviderConfigInvalid {
         name: pc_name.to_owned(),
         message,
@@ -110,6 +128,15 @@ pub async fn provider(
             )),
             other => Error::ProviderUnavailable(format!("{:#}", anyhow_chain(&other))),
         })?;
+    Ok((resolved, host))
+}
+
+async fn resource_provider(
+    ctx: &Context,
+    kind: &KindInfo,
+    resolved: Resolved,
+    host: Arc<ProviderHost>,
+) -> Result<Provider> {
     let schema = crate::provider::Provider::schema(host.as_ref())
         .await
         .map_err(|e| Error::ProviderUnavailable(anyhow_chain(&e)))?;

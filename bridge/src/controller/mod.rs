@@ -19,6 +19,7 @@ mod deref;
 pub mod error;
 pub mod fields;
 pub mod kinds;
+pub mod provider_config;
 mod reconcile;
 pub mod resolve;
 pub mod state;

@@ -92,6 +92,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         metrics.set_leader(true);
         tracing::info!("leading: starting controllers");
         let (stop_tx, stop_rx) = watch::channel(false);
+        let mut pc_stop = stop_rx.clone();
+        let pcs = tokio::spawn(crate::controller::provider_config::run(
+            ctx.clone(),
+            async move {
+                let _ = pc_stop.wait_for(|s| *s).await;
+            },
+        ));
         let supervisor = tokio::spawn(supervise_kinds(ctx.clone(), opts.concurrency, stop_rx));
         let lost = async {
             match leadership.as_mut() {
@@ -109,6 +116,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         if let Err(err) = supervisor.await {
             tracing::error!("controller supervisor failed: {err}");
+        }
+        if let Err(err) = pcs.await {
+            tracing::error!("ProviderConfig controller failed: {err}");
         }
         metrics.set_leader(false);
         if exiting {

@@ -1,0 +1,84 @@
+//! The ProviderConfig controller: brings up the provider process a ProviderConfig describes
+//! (through the same pool managed resources use, so it is the process they get) and reports
+//! in its status whether the provider accepted the configuration, which version was resolved
+//! and which protocol it speaks. Resources report the same errors on themselves; this status is
+//! where a platform team looks first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use super::conditions::{self, READY, Set, reason};
+use super::deref;
+use super::error::Error;
+use super::{Context, jitter};
+use crate::core_kinds::ProviderConfig;
+use crate::provider::Provider as _;
+
+/// How often a failing ProviderConfig is tried again: the fix may be elsewhere (a Secret, a
+/// provider installed into the plugin directory).
+const RETRY: Duration = Duration::from_secs(30);
+
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<ProviderConfig> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| std::future::ready(()))
+        .await;
+}
+
+async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let Some(namespace) = pc.metadata.namespace.clone() else {
+        return Ok(Action::await_change());
+    };
+    let name = pc.metadata.name.clone().unwrap_or_default();
+    let generation = pc.metadata.generation;
+    let mut status = pc.status.clone().unwrap_or_default();
+    let (update, action) = match deref::configured(&ctx, &namespace, &pc).await {
+        Ok((resolved, host)) => {
+            status.version = Some(resolved.version);
+            status.protocol = i32::try_from(host.protocol_version()).ok();
+            let message = format!("{} configured", resolved.address);
+            (
+                Set::new(READY, true, reason::AVAILABLE, message),
+                Action::await_change(),
+            )
+        }
+        Err(Error::Api(e)) => return Err(Error::Api(e)),
+        Err(err) => (
+            Set::new(READY, false, err.reason(), err.to_string()),
+            Action::requeue(jitter(RETRY, 0.2)),
+        ),
+    };
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    status.conditions = conditions::merge(&status.conditions, &[update], generation, &now);
+    status.observed_generation = generation;
+    if pc.status.as_ref() != Some(&status) {
+        let api: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+        ctx.metrics.api_write("providerconfigs", "patch-status");
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+    }
+    Ok(action)
+}
+
+fn error_policy(_pc: Arc<ProviderConfig>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!("ProviderConfig reconcile failed: {err}");
+    Action::requeue(jitter(RETRY, 0.2))
+}

@@ -173,6 +173,45 @@ mod tests {
     }
 
     #[test]
+    fn reads_hand_written_and_legacy_keys() {
+        let with = |edit: &dyn Fn(&mut BTreeMap<String, ByteString>)| {
+            let mut secret = Stored::default().to_secret("object-a-tfstate", "ns", owner());
+            edit(secret.data.as_mut().expect("data"));
+            Stored::from_secret(&secret)
+        };
+        let set = |key: &'static str, value: &'static [u8]| {
+            move |d: &mut BTreeMap<String, ByteString>| {
+                d.insert(key.into(), ByteString(value.to_vec()));
+            }
+        };
+        // No schemaVersion reads as version 0 (the next reconcile asks the provider to
+        // upgrade from it, as Terraform does for state without a version).
+        let legacy = with(&|d| {
+            d.remove(KEY_SCHEMA_VERSION);
+        });
+        assert_eq!(legacy.map(|s| s.schema_version), Ok(0));
+        // What `kubectl create secret --from-file` or `echo` leave: surrounding whitespace.
+        let edited = with(&set(KEY_SCHEMA_VERSION, b" 1\n"));
+        assert_eq!(edited.map(|s| s.schema_version), Ok(1));
+        let bad = StateError::Invalid {
+            name: "object-a-tfstate".into(),
+            key: KEY_SCHEMA_VERSION,
+        };
+        assert_eq!(with(&set(KEY_SCHEMA_VERSION, b"one")), Err(bad.clone()));
+        assert_eq!(with(&set(KEY_SCHEMA_VERSION, b"")), Err(bad));
+        // An empty createAttempt records no attempt; one that is not text is refused.
+        let attempt = with(&set(KEY_CREATE_ATTEMPT, b""));
+        assert_eq!(attempt.map(|s| s.create_attempt), Ok(None));
+        assert_eq!(
+            with(&set(KEY_CREATE_ATTEMPT, &[0xff, 0xfe])),
+            Err(StateError::Invalid {
+                name: "object-a-tfstate".into(),
+                key: KEY_CREATE_ATTEMPT,
+            })
+        );
+    }
+
+    #[test]
     fn refuses_secrets_it_did_not_write() {
         let mut secret = Stored::default().to_secret("s", "ns", owner());
         secret.type_ = Some("Opaque".into());

@@ -800,8 +800,12 @@ impl Saved {
 }
 
 /// The paths a plan changes, as Kubernetes field paths: for a replacement the ones forcing it,
-/// otherwise every top-level attribute whose value changes.
+/// for an update every top-level attribute whose value changes, for a create or delete none
+/// (the whole object).
 fn plan_paths(plan: &Plan, fields: &FieldMap) -> Vec<String> {
+    if matches!(plan.action, PlanAction::Create | PlanAction::Delete) {
+        return Vec::new();
+    }
     let mut paths: Vec<String> = if plan.action == PlanAction::Replace {
         plan.requires_replace
             .iter()

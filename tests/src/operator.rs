@@ -354,6 +354,18 @@ pub fn metric_sum_where(
     keep: impl Fn(&[(String, String)]) -> bool,
 ) -> Option<f64> {
     let mut sum = None;
+    for (labels, v) in metric_samples(text, name) {
+        if keep(&labels) {
+            *sum.get_or_insert(0.0) += v;
+        }
+    }
+    sum
+}
+
+/// Every sample of metric `name` in Prometheus text, as (labels, value), in the order written:
+/// e.g. the API writes per `(resource, verb)`.
+pub fn metric_samples(text: &str, name: &str) -> Vec<(Labels, f64)> {
+    let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -362,7 +374,7 @@ pub fn metric_sum_where(
         let Some((sample_name, labels, rest)) = split_sample(line) else {
             continue;
         };
-        if sample_name != name || !keep(&labels) {
+        if sample_name != name {
             continue;
         }
         if let Some(v) = rest
@@ -370,10 +382,10 @@ pub fn metric_sum_where(
             .next()
             .and_then(|v| v.parse::<f64>().ok())
         {
-            *sum.get_or_insert(0.0) += v;
+            out.push((labels, v));
         }
     }
-    sum
+    out
 }
 
 /// `name{k="v",...} value [ts]` → (name, labels, "value [ts]"). Label values may hold `}`,
@@ -526,6 +538,18 @@ mod tests {
             !l.iter().any(|(k, v)| k == "resource" && v == "leases")
         });
         assert_eq!(no_leases, Some(2.0));
+        let samples = metric_samples(escaped, "kraken_api_writes_total");
+        assert_eq!(samples.len(), 2);
+        assert_eq!(
+            samples[1],
+            (
+                vec![
+                    ("resource".into(), "leases".into()),
+                    ("verb".into(), "update".into())
+                ],
+                40.0
+            )
+        );
         assert_eq!(
             split_sample("m{a=\"1\",b=\"x\\\"}\"} 3").map(|(_, l, r)| (l, r.trim().to_string())),
             Some((

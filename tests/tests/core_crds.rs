@@ -53,7 +53,10 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
         &repo_root().join("generated-crds/core"),
         "kraken.dev/core=true",
     )?;
-    ensure!(n == 1, "expected 1 core CRD, found {n}");
+    ensure!(
+        n == 2,
+        "expected 2 core CRDs (Provider, ProviderConfig), found {n}"
+    );
     let random = repo_root().join("generated-crds/random");
     cp.install_crds(&random, "tf.kraken.dev/provider=random")?;
     cp.kubectl(&["create", "namespace", NAMESPACE])?;
@@ -98,7 +101,23 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
     ensure!(!typed.spec.tls && typed.spec.max_concurrency == 10);
 
     // Bad objects are refused at admission, naming the field.
-    refused(&cp, "no-source", json!({"version": "1.0.0"}), "spec.source")?;
+    refused(
+        &cp,
+        "no-source",
+        json!({"version": "1.0.0"}),
+        "set exactly one of providerRef",
+    )?;
+    refused(
+        &cp,
+        "both-sources",
+        json!({"source": "hashicorp/random", "providerRef": {"name": "random"}}),
+        "set exactly one of providerRef",
+    )?;
+    // The providerRef form is admitted.
+    let by_ref = provider_config("by-ref", json!({"providerRef": {"name": "random"}}));
+    if let Err(msg) = dry_run(&cp, &by_ref)? {
+        bail!("a ProviderConfig with providerRef was refused: {msg}");
+    }
     refused(
         &cp,
         "bad-source",
@@ -141,6 +160,24 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
     ensure!(
         explain.contains("How many RPCs"),
         "short name and doc:\n{explain}"
+    );
+
+    // The Provider kind: cluster-scoped, documented, source required.
+    let explain = cp.kubectl(&["explain", "providers.spec.resources"])?;
+    ensure!(
+        explain.contains("Glob patterns"),
+        "explain must document spec.resources:\n{explain}"
+    );
+    let no_source = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
+        "metadata": {"name": "nosource"}, "spec": {"resources": ["random_pet"]}});
+    let out = cp.kubectl_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        no_source.to_string().as_bytes(),
+    )?;
+    ensure!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("spec.source"),
+        "a Provider without source must be refused naming spec.source: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // The kraken category spans core and provider kinds.

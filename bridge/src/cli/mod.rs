@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod activate;
 mod codegen;
 mod fetch;
 mod operator;
@@ -40,6 +41,9 @@ pub enum Command {
     /// Run the operator: reconcile every generated kind through its provider.
     #[command(long_about = operator::OPERATOR_ABOUT)]
     Operator(operator::OperatorArgs),
+    /// Install the kinds of some resource types of a Provider, and wait until they are served.
+    #[command(long_about = activate::ACTIVATE_ABOUT)]
+    Activate(activate::ActivateArgs),
 }
 
 const CODEGEN_ABOUT: &str =
@@ -112,6 +116,7 @@ impl Cli {
             Command::Codegen(args) => codegen::run(args).await,
             Command::Fetch(args) => fetch::run(args).await,
             Command::Operator(args) => operator::run(args).await,
+            Command::Activate(args) => activate::run(args).await,
         }
     }
 }

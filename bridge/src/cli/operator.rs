@@ -10,8 +10,14 @@ pub const OPERATOR_ABOUT: &str =
 
 Every CRD in a group <provider>.tf.kraken.dev carrying the tf.kraken.dev/resource-type annotation
 (what `kraken codegen` emits) gets a controller, including CRDs installed while the operator runs.
-A resource names a ProviderConfig (core.kraken.dev/v1alpha1) in its namespace; the provider binary
-it names is looked up in the --plugin-dir mirrors and the plugin cache of `kraken fetch`.
+A resource names a ProviderConfig (core.kraken.dev/v1alpha1) in its namespace. The ProviderConfig
+either refers to a Provider (providerRef) or names a source address that is looked up in the
+--plugin-dir mirrors and the plugin cache.
+
+A Provider (core.kraken.dev/v1alpha1, cluster-scoped) installs a provider at runtime: the operator
+fetches and verifies its package into --plugin-cache (from spec.mirror, else --provider-mirror,
+else the provider's registry), reads its schema, and installs CRDs for the resource types in
+spec.resources; their controllers start as soon as the CRDs are Established.
 
 The full Terraform state of each resource lives in an owned Secret <kind>-<name>-tfstate; status
 shows the non-sensitive part. Creates are fenced, so a crash mid-create never makes a second
@@ -31,6 +37,23 @@ pub struct OperatorArgs {
         value_delimiter = ':'
     )]
     pub plugin_dirs: Vec<PathBuf>,
+    /// Plugin cache that Providers are installed into (Terraform's layout); also searched for
+    /// ProviderConfigs that name a source [default: $TF_PLUGIN_CACHE_DIR, else
+    /// ~/.cache/kraken/plugins].
+    #[arg(long, value_name = "DIR", env = "KRAKEN_PLUGIN_CACHE")]
+    pub plugin_cache: Option<PathBuf>,
+    /// Mirror for Providers that name none: an https:// network mirror, or a directory in
+    /// Terraform's filesystem mirror layout. Without it, Providers install from their registry.
+    #[arg(long, value_name = "URL_OR_DIR", env = "KRAKEN_PROVIDER_MIRROR")]
+    pub provider_mirror: Option<String>,
+    /// Extra PEM root CA to trust for registries and mirrors (repeatable).
+    #[arg(
+        long,
+        value_name = "PEM",
+        env = "KRAKEN_CA_CERT",
+        value_delimiter = ':'
+    )]
+    pub ca_cert: Vec<PathBuf>,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
     pub metrics_addr: SocketAddr,
@@ -84,6 +107,13 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         provider_idle_timeout: args.provider_idle_timeout,
         provider_max_concurrency: crate::core_kinds::provider_config::DEFAULT_MAX_CONCURRENCY
             as usize,
+        install: crate::controller::installer::InstallSettings {
+            cache_dir: args
+                .plugin_cache
+                .unwrap_or_else(kraken_registry_fetch::PluginCache::default_root),
+            default_mirror: args.provider_mirror,
+            ca_certs: args.ca_cert,
+        },
     };
     crate::operator::run(opts).await
 }

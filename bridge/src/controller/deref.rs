@@ -81,10 +81,14 @@ pub async fn configured(
         name: pc_name.to_owned(),
         message,
     };
-    let resolved = ctx
-        .resolver
-        .resolve(&pc.spec.source, pc.spec.version.as_deref())
-        .map_err(|e| invalid(e.to_string()))?;
+    let resolved = match (&pc.spec.provider_ref, &pc.spec.source) {
+        (Some(r), _) => installed_provider(ctx, &r.name).await.map_err(invalid)?,
+        (None, Some(source)) => ctx
+            .resolver
+            .resolve(source, pc.spec.version.as_deref())
+            .map_err(|e| invalid(e.to_string()))?,
+        (None, None) => return Err(invalid("set spec.providerRef or spec.source".to_owned())),
+    };
     let mut config = pc
         .spec
         .config
@@ -129,6 +133,30 @@ pub async fn configured(
             other => Error::ProviderUnavailable(format!("{:#}", anyhow_chain(&other))),
         })?;
     Ok((resolved, host))
+}
+
+/// The binary a Ready `Provider` installed, at the version its status reports.
+async fn installed_provider(ctx: &Context, name: &str) -> std::result::Result<Resolved, String> {
+    let providers: Api<crate::core_kinds::Provider> = Api::all(ctx.client.clone());
+    let p = match providers.get_opt(name).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return Err(format!("Provider {name} not found")),
+        Err(e) => return Err(format!("Provider {name} cannot be read: {e}")),
+    };
+    let status = p.status.unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == super::conditions::READY);
+    let (Some(address), Some(version)) = (status.address, status.version) else {
+        let why = ready
+            .map(|c| c.message.as_str())
+            .unwrap_or("not installed yet");
+        return Err(format!("Provider {name} is not ready: {why}"));
+    };
+    ctx.resolver
+        .resolve(&address, Some(&format!("= {version}")))
+        .map_err(|e| format!("Provider {name}: {e}"))
 }
 
 async fn resource_provider(

@@ -26,15 +26,15 @@ pub struct KindInfo {
 }
 
 impl KindInfo {
-    /// The kind a CRD declares, if it is a generated managed-resource kind that is Established.
+    /// The kind a CRD declares, if it is a generated managed-resource kind that is Established
+    /// and not suspended (its Provider was deleted).
     pub fn from_crd(crd: &CustomResourceDefinition) -> Option<Self> {
-        let annotations = crd.metadata.annotations.as_ref()?;
-        let provider = annotations.get(PROVIDER_ANNOTATION)?.clone();
-        let type_name = annotations.get(RESOURCE_TYPE_ANNOTATION)?.clone();
-        let spec = &crd.spec;
-        if !spec.group.ends_with(kraken_codegen::GROUP_SUFFIX) || spec.group.starts_with("data.") {
-            return None;
-        }
+        let suspended = crd
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(super::installer::SUSPENDED_LABEL))
+            .is_some_and(|v| v == "true");
         let established = crd
             .status
             .as_ref()
@@ -43,7 +43,19 @@ impl KindInfo {
                 cs.iter()
                     .any(|c| c.type_ == "Established" && c.status == "True")
             });
-        if !established {
+        if suspended || !established {
+            return None;
+        }
+        Self::any_from_crd(crd)
+    }
+
+    /// The kind a CRD declares, if it is a generated managed-resource kind, whatever its state.
+    pub fn any_from_crd(crd: &CustomResourceDefinition) -> Option<Self> {
+        let annotations = crd.metadata.annotations.as_ref()?;
+        let provider = annotations.get(PROVIDER_ANNOTATION)?.clone();
+        let type_name = annotations.get(RESOURCE_TYPE_ANNOTATION)?.clone();
+        let spec = &crd.spec;
+        if !spec.group.ends_with(kraken_codegen::GROUP_SUFFIX) || spec.group.starts_with("data.") {
             return None;
         }
         let version = spec
@@ -105,5 +117,20 @@ mod tests {
         assert!(KindInfo::from_crd(&crd("fixture.tf.kraken.dev", false)).is_none());
         assert!(KindInfo::from_crd(&crd("data.fixture.tf.kraken.dev", true)).is_none());
         assert!(KindInfo::from_crd(&crd("example.com", true)).is_none());
+    }
+
+    #[test]
+    fn a_suspended_kind_is_not_reconciled() {
+        let mut c = crd("fixture.tf.kraken.dev", true);
+        let label = super::super::installer::SUSPENDED_LABEL;
+        let labels = c.metadata.labels.get_or_insert_default();
+        labels.insert(label.into(), "true".into());
+        assert!(KindInfo::from_crd(&c).is_none());
+        assert!(KindInfo::any_from_crd(&c).is_some());
+        c.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(label.into(), "false".into());
+        assert!(KindInfo::from_crd(&c).is_some());
     }
 }

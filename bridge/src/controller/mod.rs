@@ -18,6 +18,7 @@ pub mod conditions;
 mod deref;
 pub mod error;
 pub mod fields;
+pub mod installer;
 pub mod kinds;
 pub mod provider_config;
 mod reconcile;

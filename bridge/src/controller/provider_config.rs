@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -17,7 +19,7 @@ use super::conditions::{self, READY, Set, reason};
 use super::deref;
 use super::error::Error;
 use super::{Context, jitter};
-use crate::core_kinds::ProviderConfig;
+use crate::core_kinds::{Provider, ProviderConfig};
 use crate::provider::Provider as _;
 
 /// How often a failing ProviderConfig is tried again: the fix may be elsewhere (a Secret, a
@@ -29,7 +31,26 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<ProviderConfig> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default().any_semantic())
+    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    // A Provider that finishes installing (or changes version) re-checks the ProviderConfigs
+    // that refer to it.
+    let store = controller.store();
+    let providers: Api<Provider> = Api::all(ctx.client.clone());
+    controller
+        .watches(providers, watcher::Config::default(), move |p: Provider| {
+            let name = p.name_any();
+            store
+                .state()
+                .iter()
+                .filter(|pc| {
+                    pc.spec
+                        .provider_ref
+                        .as_ref()
+                        .is_some_and(|r| r.name == name)
+                })
+                .map(|pc| ObjectRef::from_obj(pc.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| std::future::ready(()))

@@ -7,6 +7,7 @@
 //! files equal to [`crds`]; `KRAKEN_UPDATE_GOLDEN=1 cargo test -p kraken-bridge --lib core_kinds` (or `scripts/generate.sh`)
 //! rewrites them.
 
+pub mod provider;
 pub mod provider_config;
 
 use std::path::Path;
@@ -16,6 +17,7 @@ use kraken_codegen::output::{HEADER, file_name};
 use kube::CustomResourceExt as _;
 use serde_json::json;
 
+pub use provider::{InstalledKind, Provider, ProviderSpec, ProviderStatus};
 pub use provider_config::{ProviderConfig, ProviderConfigSpec, ProviderConfigStatus};
 
 /// The API group of the core kinds.
@@ -33,7 +35,7 @@ fn to_yaml(value: &serde_json::Value) -> String {
 
 /// Every core CRD, in file-name order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![ProviderConfig::crd()]
+    vec![Provider::crd(), ProviderConfig::crd()]
 }
 
 /// The files of `generated-crds/core/`: (file name, YAML text), the kustomization last.
@@ -98,7 +100,11 @@ mod tests {
     }
 
     fn spec_schema() -> serde_json::Value {
-        let crd = serde_json::to_value(ProviderConfig::crd()).unwrap_or_default();
+        spec_schema_of(ProviderConfig::crd())
+    }
+
+    fn spec_schema_of(crd: CustomResourceDefinition) -> serde_json::Value {
+        let crd = serde_json::to_value(crd).unwrap_or_default();
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
     }
 
@@ -116,7 +122,11 @@ mod tests {
         assert_eq!(labels.get(CORE_LABEL).map(String::as_str), Some("true"));
 
         let spec = spec_schema();
-        assert_eq!(spec["required"], json!(["source"]));
+        assert_eq!(spec.get("required"), None);
+        assert_eq!(
+            spec["x-kubernetes-validations"][0]["rule"],
+            json!("has(self.source) != has(self.providerRef)")
+        );
         let p = &spec["properties"];
         assert_eq!(
             p["source"]["pattern"],
@@ -142,9 +152,26 @@ mod tests {
     }
 
     #[test]
+    fn provider_crd_shape() {
+        let crd = Provider::crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("providers.core.kraken.dev")
+        );
+        assert_eq!(crd.spec.scope, "Cluster");
+        let spec = spec_schema_of(crd);
+        assert_eq!(spec["required"], json!(["source"]));
+        let p = &spec["properties"];
+        assert_eq!(p["resources"]["x-kubernetes-list-type"], json!("set"));
+        assert_eq!(p["removeCRDs"]["type"], json!("boolean"));
+        assert_eq!(p["allowUnsigned"]["type"], json!("boolean"));
+    }
+
+    #[test]
     fn defaults_apply_when_deserializing() -> serde_json::Result<()> {
         let spec: ProviderConfigSpec =
             serde_json::from_value(json!({"source": "hashicorp/random"}))?;
+        assert_eq!(spec.source.as_deref(), Some("hashicorp/random"));
         assert!(spec.tls);
         assert_eq!(spec.max_concurrency, 10);
         assert!(spec.config_from.is_empty());

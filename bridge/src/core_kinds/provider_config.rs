@@ -55,15 +55,26 @@ pub const SOURCE_PATTERN: &str = "^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.source) != has(self.providerRef)",
+    "message": "set exactly one of providerRef (a Provider installed in the cluster) and source (a provider already in the operator's plugin directories)",
+}]))]
 pub struct ProviderConfigSpec {
-    /// The provider's source address, [host/]namespace/type: registry.terraform.io/hashicorp/random,
-    /// or hashicorp/random for the default registry host.
-    #[schemars(regex(pattern = SOURCE_PATTERN), length(min = 3, max = 255))]
-    pub source: String,
+    /// The Provider (core.kraken.dev, cluster-scoped) this configures, by name: the operator
+    /// uses the version that Provider installed. Set this or source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_ref: Option<ProviderRef>,
 
-    /// An exact provider version or a Terraform version constraint (">= 3.6, < 4.0"). The
-    /// runtime resolves it from the plugin cache or filesystem mirror; the newest available
-    /// version when unset. The resolved version is reported in status.version.
+    /// A provider already present in the operator's plugin directories or plugin cache, by
+    /// source address, [host/]namespace/type: registry.terraform.io/hashicorp/random, or
+    /// hashicorp/random for the default registry host. Set this or providerRef.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = SOURCE_PATTERN), length(min = 3, max = 255))]
+    pub source: Option<String>,
+
+    /// With source: an exact provider version or a Terraform version constraint
+    /// (">= 3.6, < 4.0"), resolved from the plugin directories; the newest available version
+    /// when unset. Ignored with providerRef. The resolved version is reported in status.version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub version: Option<String>,
@@ -94,6 +105,14 @@ pub struct ProviderConfigSpec {
     #[serde(default = "default_max_concurrency")]
     #[schemars(range(min = 1, max = 1000))]
     pub max_concurrency: i32,
+}
+
+/// A cluster-scoped Provider, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ProviderRef {
+    /// Name of the Provider.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// One provider argument taken from a key of a Secret.

@@ -7,4 +7,4 @@ pub mod leader;
 pub mod metrics;
 mod run;
 
-pub use run::{Options, run};
+pub use run::{Options, client, run};

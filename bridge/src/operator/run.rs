@@ -15,14 +15,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, ResourceExt as _};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::http::{self, HttpState};
 use super::leader::LeaderElection;
 use super::metrics::Metrics;
+use crate::controller::installer::{InstallSettings, Installer};
 use crate::controller::{Context, KindInfo, Resolver, kinds::PROVIDER_ANNOTATION, run_kind};
 use crate::provider::pool::{PoolOptions, ProviderPool};
 
@@ -39,6 +40,8 @@ pub struct Options {
     pub concurrency: u16,
     pub provider_idle_timeout: Duration,
     pub provider_max_concurrency: usize,
+    /// How `Provider`s are installed: plugin cache, default mirror, extra CAs.
+    pub install: InstallSettings,
 }
 
 pub async fn run(opts: Options) -> anyhow::Result<()> {
@@ -62,13 +65,15 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
     let mut dirs = opts.plugin_dirs.clone();
-    dirs.push(kraken_registry_fetch::PluginCache::default_root());
+    dirs.push(opts.install.cache_dir.clone());
     let ctx = Arc::new(Context::new(
         client.clone(),
         pool.clone(),
         Resolver::new(dirs),
         metrics.clone(),
     ));
+
+    let installer = Arc::new(Installer::new(ctx.clone(), opts.install.clone()));
 
     let election = LeaderElection::new(
         client.clone(),
@@ -99,6 +104,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 let _ = pc_stop.wait_for(|s| *s).await;
             },
         ));
+        let mut prov_stop = stop_rx.clone();
+        let providers = tokio::spawn(crate::controller::installer::run(
+            installer.clone(),
+            async move {
+                let _ = prov_stop.wait_for(|s| *s).await;
+            },
+        ));
         let supervisor = tokio::spawn(supervise_kinds(ctx.clone(), opts.concurrency, stop_rx));
         let lost = async {
             match leadership.as_mut() {
@@ -120,6 +132,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         if let Err(err) = pcs.await {
             tracing::error!("ProviderConfig controller failed: {err}");
         }
+        if let Err(err) = providers.await {
+            tracing::error!("Provider controller failed: {err}");
+        }
         metrics.set_leader(false);
         if exiting {
             if let Some(l) = leadership {
@@ -133,7 +148,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -181,39 +196,63 @@ fn spawn_pool_gauges(
     })
 }
 
-/// Starts a controller for every generated kind whose CRD is Established, now or later, and
-/// stops them all when `stop` turns true.
+/// Starts a controller for every generated kind whose CRD is Established, now or later; stops
+/// one when its CRD is suspended (its Provider was deleted) or deleted; stops them all when
+/// `stop` turns true.
 async fn supervise_kinds(ctx: Arc<Context>, concurrency: u16, stop: watch::Receiver<bool>) {
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let config = watcher::Config::default().labels(PROVIDER_ANNOTATION);
-    let mut events = watcher(crds, config)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    let mut running: HashMap<String, KindInfo> = HashMap::new();
+    let mut events = watcher(crds, config).default_backoff().boxed();
+    let mut running: HashMap<String, (KindInfo, watch::Sender<bool>)> = HashMap::new();
     let mut tasks = JoinSet::new();
     let mut stop_wait = stop.clone();
     loop {
-        tokio::select! {
+        let ev = tokio::select! {
             _ = stop_wait.wait_for(|s| *s) => break,
-            ev = events.next() => match ev {
-                Some(Ok(crd)) => {
-                    let Some(kind) = KindInfo::from_crd(&crd) else { continue };
-                    let name = crd.metadata.name.clone().unwrap_or_default();
-                    if running.get(&name) == Some(&kind) {
-                        continue;
-                    }
-                    running.insert(name, kind.clone());
-                    let mut rx = stop.clone();
-                    let shutdown = async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    };
-                    tasks.spawn(run_kind(ctx.clone(), kind, concurrency, shutdown));
+            ev = events.next() => ev,
+        };
+        let crd = match ev {
+            Some(Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd))) => crd,
+            Some(Ok(watcher::Event::Delete(crd))) => {
+                if let Some((kind, tx)) = running.remove(&crd.name_any()) {
+                    tracing::info!(kind = %kind.label(), "CRD deleted: stopping its controller");
+                    let _ = tx.send(true);
                 }
-                Some(Err(err)) => tracing::warn!("watching CRDs: {err}"),
-                None => break,
-            },
+                continue;
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(err)) => {
+                tracing::warn!("watching CRDs: {err}");
+                continue;
+            }
+            None => break,
+        };
+        let name = crd.name_any();
+        let Some(kind) = KindInfo::from_crd(&crd) else {
+            if let Some((kind, tx)) = running.remove(&name) {
+                tracing::info!(kind = %kind.label(), "kind suspended: stopping its controller");
+                let _ = tx.send(true);
+            }
+            continue;
+        };
+        if running.get(&name).is_some_and(|(k, _)| *k == kind) {
+            continue;
         }
+        let (tx, mut rx) = watch::channel(false);
+        if let Some((_, old)) = running.insert(name, (kind.clone(), tx)) {
+            let _ = old.send(true);
+        }
+        let mut all = stop.clone();
+        let shutdown = async move {
+            tokio::select! {
+                _ = rx.wait_for(|s| *s) => {}
+                _ = all.wait_for(|s| *s) => {}
+            }
+        };
+        tasks.spawn(run_kind(ctx.clone(), kind, concurrency, shutdown));
+    }
+    for (_, tx) in running.into_values() {
+        let _ = tx.send(true);
     }
     while tasks.join_next().await.is_some() {}
 }

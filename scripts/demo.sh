@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Kraken's demo, on a local control plane, in one command.
+#
+# Usage: scripts/demo.sh         install what is missing, start etcd + kube-apiserver and the
+#                                operator, apply examples/, wait until everything is Ready, print
+#                                `kubectl get kraken` and what to try next, then keep running
+#                                until Ctrl-C, and clean up
+#        scripts/demo.sh up      the same control plane and operator, left running in the
+#                                background for your own experiments (examples/ not applied);
+#                                prints the kubeconfig path last
+#        scripts/demo.sh down    stop what `up` (or an interrupted demo) started
+#
+# Everything lives in ~/.cache/kraken-demo (KRAKEN_DEMO_DIR): the control plane's run directory,
+# the plugin cache Providers install into, and the operator's log. The first run builds the test
+# peers (scripts/testenv.sh install, several minutes) and Kraken (cargo build --release); later
+# runs take seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+demo_dir=${KRAKEN_DEMO_DIR:-$HOME/.cache/kraken-demo}
+run_dir=$demo_dir/run
+kubeconfig=$run_dir/kubeconfig
+log=$demo_dir/operator.log
+pidfile=$demo_dir/operator.pid
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+
+prepare() {
+  say "test peers (cached after the first run): scripts/testenv.sh install"
+  scripts/testenv.sh install >&2
+  # shellcheck disable=SC1090
+  . "${KRAKEN_TESTENV_DIR:-$HOME/.cache/kraken-testenv}/env"
+  say "building kraken (cargo build --release)"
+  cargo build --release --quiet -p kraken-bridge --bin kraken
+  kraken="${CARGO_TARGET_DIR:-$root/target}/release/kraken"
+  kubectl() { "$KRAKEN_TEST_KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
+}
+
+start() {
+  mkdir -p "$demo_dir"
+  say "starting etcd + kube-apiserver on loopback"
+  scripts/testenv.sh up "$run_dir" >/dev/null
+  kubectl apply --server-side -k generated-crds/core >/dev/null
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    say "operator already running (pid $(cat "$pidfile"))"
+    return
+  fi
+  say "starting kraken operator (log: $log)"
+  # The Providers of examples/ install from the local filesystem mirror the test peers live in.
+  RUST_LOG=${RUST_LOG:-info} setsid "$kraken" operator --kubeconfig "$kubeconfig" \
+    --no-leader-elect --metrics-addr 127.0.0.1:0 \
+    --plugin-cache "$demo_dir/plugins" --provider-mirror "$KRAKEN_TEST_PLUGIN_DIR" \
+    >"$log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+}
+
+stop() {
+  if [ -f "$pidfile" ]; then
+    local pid
+    pid=$(cat "$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+      say "stopping the operator"
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+  fi
+  say "stopping the control plane"
+  scripts/testenv.sh down "$run_dir" >/dev/null 2>&1 || true
+}
+
+# kubectl wait, but showing the operator's log tail when it times out.
+wait_for() {
+  if ! kubectl wait --timeout=120s "$@" >&2; then
+    echo "--- last lines of $log:" >&2
+    tail -n 30 "$log" >&2 || true
+    die "timed out waiting for $*"
+  fi
+}
+
+next_steps() {
+  cat <<EOF
+
+Kraken is running. In another terminal:
+
+  export KUBECONFIG=$kubeconfig
+  alias kubectl=$KRAKEN_TEST_KUBECTL
+  kubectl get kraken                          # every managed resource: READY, SYNCED, EXTERNAL-ID
+  kubectl get providers.core.kraken.dev       # installed providers, versions, kinds
+  kubectl describe pet web                    # conditions, status.atProvider, Events
+  kubectl explain pets.spec.forProvider       # the provider's own documentation
+  kubectl patch pet web --type merge -p '{"spec":{"forProvider":{"length":3}}}'   # a replacement
+  $kraken activate random random_id           # install one more kind, on demand
+  kubectl delete pet db                       # destroyed through the provider
+
+Operator log: $log
+EOF
+}
+
+case "${1:-demo}" in
+  demo)
+    prepare
+    stop_on_exit() { stop; }
+    trap stop_on_exit EXIT
+    trap 'exit 130' INT TERM
+    start
+    say "applying examples/00-providers.yaml: two Providers and their ProviderConfigs"
+    kubectl apply -f examples/00-providers.yaml >&2
+    wait_for --for=condition=Ready providers.core.kraken.dev/random providers.core.kraken.dev/time
+    say "applying examples/10-resources.yaml"
+    kubectl apply -f examples/10-resources.yaml >&2
+    wait_for --for=condition=Ready -n default pets.random.tf.kraken.dev/web \
+      pets.random.tf.kraken.dev/db strings.random.tf.kraken.dev/token statics.time.tf.kraken.dev/launched
+    kubectl get providers.core.kraken.dev
+    echo
+    kubectl get kraken -A
+    next_steps
+    say "press Ctrl-C to stop and clean up"
+    while sleep 3600; do :; done
+    ;;
+  up)
+    prepare
+    start
+    for _ in $(seq 100); do
+      kubectl get crd providers.core.kraken.dev >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+    next_steps >&2
+    echo "stop it with: scripts/demo.sh down" >&2
+    printf '%s\n' "$kubeconfig"
+    ;;
+  down)
+    stop
+    ;;
+  -h|--help)
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    ;;
+  *)
+    die "unknown command ${1} (see scripts/demo.sh --help)"
+    ;;
+esac

@@ -1,0 +1,256 @@
+//! Provider install benchmark: `cargo bench -p kraken-tests --bench install`.
+//!
+//! From `kubectl apply` of a `Provider` to its first managed resource Ready, for `random`
+//! (`random_pet`) and `time` (`time_static`), both from the test environment's filesystem
+//! mirror. Each sample gets a fresh control plane with only the core CRDs and a fresh
+//! `kraken operator` (release build; started and ready before the clock starts). The clock
+//! starts when `kubectl apply` of the Provider starts; the ProviderConfig and the resource are
+//! applied (with kubectl, retried until the API server serves the new kind) right after; the
+//! clock stops when the resource is Ready at its generation, seen by polling through the kube
+//! client every 20 ms. Split times: Provider Ready (package installed, schema read, CRD
+//! Established) and resource admitted.
+//!
+//! Two cache states: *cold* (an empty plugin cache: the package is copied from the mirror and
+//! hashed) and *warm* (the plugin cache already holds it, as after an operator restart).
+//!
+//! Knobs: `KRAKEN_BENCH_INSTALL_RUNS` (samples per row, default 5).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use kraken_tests::operator::{Operator, OperatorOptions};
+use kraken_tests::{ControlPlane, TestEnv, repo_root, scratch_dir};
+use serde_json::{Value, json};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+struct Case {
+    provider: &'static str,
+    source: &'static str,
+    resource_type: &'static str,
+    /// kubectl's name for the kind, fully qualified.
+    resource: &'static str,
+    manifest: Value,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            provider: "random",
+            source: "hashicorp/random",
+            resource_type: "random_pet",
+            resource: "pets.random.tf.kraken.dev",
+            manifest: json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Pet",
+                "metadata": {"name": "first", "namespace": "bench"},
+                "spec": {"providerConfigRef": {"name": "default"}, "forProvider": {"length": 2}}}),
+        },
+        Case {
+            provider: "time",
+            source: "hashicorp/time",
+            resource_type: "time_static",
+            resource: "statics.time.tf.kraken.dev",
+            manifest: json!({"apiVersion": "time.tf.kraken.dev/v1alpha1", "kind": "Static",
+                "metadata": {"name": "first", "namespace": "bench"},
+                "spec": {"providerConfigRef": {"name": "default"}, "forProvider": {}}}),
+        },
+    ]
+}
+
+struct Sample {
+    provider_ready: Duration,
+    admitted: Duration,
+    resource_ready: Duration,
+}
+
+fn main() -> anyhow::Result<()> {
+    let runs: usize = match std::env::var("KRAKEN_BENCH_INSTALL_RUNS") {
+        Ok(v) => v
+            .parse()
+            .context("KRAKEN_BENCH_INSTALL_RUNS must be a whole number")?,
+        Err(_) => 5,
+    };
+    let env = TestEnv::load()?;
+    let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut rows = Vec::new();
+    for case in cases() {
+        for warm in [false, true] {
+            let mut samples = Vec::new();
+            // One cache per row; a warm row fills it with one unmeasured install first.
+            let cache = scratch_dir("bench-plugin-cache-")?;
+            if warm {
+                sample(&rt, &case, &mirror, cache.path(), 0)?;
+            }
+            for i in 0..runs {
+                let fresh;
+                let dir = if warm {
+                    cache.path()
+                } else {
+                    fresh = scratch_dir("bench-plugin-cache-")?;
+                    fresh.path()
+                };
+                let s = sample(&rt, &case, &mirror, dir, i + 1)?;
+                eprintln!(
+                    "  {} {} #{}: Provider Ready {:.2} s, first resource Ready {:.2} s",
+                    case.provider,
+                    if warm { "warm" } else { "cold" },
+                    i + 1,
+                    s.provider_ready.as_secs_f64(),
+                    s.resource_ready.as_secs_f64()
+                );
+                samples.push(s);
+            }
+            rows.push((case.provider, warm, samples));
+        }
+    }
+    print_table(&rows, runs);
+    Ok(())
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn print_table(rows: &[(&str, bool, Vec<Sample>)], runs: usize) {
+    println!(
+        "### From `kubectl apply` of a Provider to its first resource Ready ({runs} runs each, medians)\n"
+    );
+    println!(
+        "| provider | plugin cache | Provider Ready s | resource admitted s | first resource Ready s | min s | max s | target |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (provider, warm, samples) in rows {
+        let ready: Vec<Duration> = samples.iter().map(|s| s.resource_ready).collect();
+        let min = ready.iter().min().copied().unwrap_or_default();
+        let max = ready.iter().max().copied().unwrap_or_default();
+        println!(
+            "| {provider} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            if *warm { "warm" } else { "cold" },
+            median(samples.iter().map(|s| s.provider_ready).collect()).as_secs_f64(),
+            median(samples.iter().map(|s| s.admitted).collect()).as_secs_f64(),
+            median(ready).as_secs_f64(),
+            min.as_secs_f64(),
+            max.as_secs_f64(),
+            if *warm { "< 5 s" } else { "" },
+        );
+    }
+}
+
+fn sample(
+    rt: &tokio::runtime::Runtime,
+    case: &Case,
+    mirror: &std::path::Path,
+    cache: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<Sample> {
+    let cp = ControlPlane::start(&format!("bench-install-{}-{n}", case.provider))?;
+    cp.install_crds(
+        &repo_root().join("generated-crds/core"),
+        "kraken.dev/core=true",
+    )?;
+    cp.create_namespace("bench")?;
+    let mut op = Operator::start(
+        &cp,
+        OperatorOptions {
+            label: "install".into(),
+            rust_log: "warn".into(),
+            args: vec!["--plugin-cache".into(), cache.display().to_string()],
+            leader_elect: false,
+            ..OperatorOptions::default()
+        },
+    )?;
+    op.wait_ready(Duration::from_secs(60))?;
+    let client = rt.block_on(kube_client(cp.kubeconfig()))?;
+    let provider = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
+        "metadata": {"name": case.provider},
+        "spec": {"source": case.source, "mirror": mirror, "resources": [case.resource_type]}});
+    let pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "default", "namespace": "bench"},
+        "spec": {"providerRef": {"name": case.provider}}});
+
+    let start = Instant::now();
+    cp.apply_yaml("", &format!("{provider}\n---\n{pc}"))?;
+    // Applied as a user would: kubectl apply, again until the API server serves the kind.
+    let admitted = loop {
+        if cp
+            .try_apply_yaml("bench", &case.manifest.to_string())?
+            .is_ok()
+        {
+            break start.elapsed();
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!(
+                "the kind {} was not served within 60 s:\n{}",
+                case.resource,
+                op.log_tail(30)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (provider_ready, resource_ready) = rt.block_on(wait_ready(&client, case, start))?;
+    drop(op);
+    drop(cp);
+    Ok(Sample {
+        provider_ready,
+        admitted,
+        resource_ready,
+    })
+}
+
+async fn kube_client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn ready(obj: &Value) -> bool {
+    let current = obj["status"]["observedGeneration"] == obj["metadata"]["generation"];
+    current
+        && obj["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// Polls the Provider and the resource every 20 ms; returns when each became Ready.
+async fn wait_ready(
+    client: &kube::Client,
+    case: &Case,
+    start: Instant,
+) -> anyhow::Result<(Duration, Duration)> {
+    use kube::api::{Api, DynamicObject};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let prov_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("core.kraken.dev", "v1alpha1", "Provider"),
+        "providers",
+    );
+    let (plural, group) = case.resource.split_once('.').context("resource name")?;
+    let kind = case.manifest["kind"].as_str().unwrap_or_default();
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), plural);
+    let providers: Api<DynamicObject> = Api::all_with(client.clone(), &prov_ar);
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), "bench", &ar);
+    let mut provider_ready = None;
+    loop {
+        if provider_ready.is_none()
+            && let Some(p) = providers.get_opt(case.provider).await?
+            && ready(&serde_json::to_value(&p)?)
+        {
+            provider_ready = Some(start.elapsed());
+        }
+        if let Some(o) = objects.get_opt("first").await?
+            && ready(&serde_json::to_value(&o)?)
+        {
+            let t = start.elapsed();
+            return Ok((provider_ready.unwrap_or(t), t));
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            bail!("the first {} was not Ready within 120 s", case.resource);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -48,6 +48,7 @@ impl Bed {
             &cp,
             OperatorOptions {
                 args,
+                rust_log: "info".into(),
                 leader_elect: false,
                 ..OperatorOptions::default()
             },
@@ -400,10 +401,16 @@ fn provider_from_a_registry_upgrades_and_refuses_a_bad_package() -> anyhow::Resu
             "status: {}",
             p["status"]
         );
+        let hashes = p["status"]["hashes"].to_string();
         ensure!(
-            p["status"]["signedBy"] == registry.signer.key_id.as_str(),
-            "signedBy: {}",
-            p["status"]
+            hashes.contains("\"h1:") && hashes.contains("\"zh:"),
+            "a registry install records both hash schemes: {hashes}"
+        );
+        let signed_by = p["status"]["signedBy"].as_str().unwrap_or_default();
+        ensure!(
+            signed_by.eq_ignore_ascii_case(&registry.signer.key_id),
+            "signedBy {signed_by}, the registry signs with {}",
+            registry.signer.key_id
         );
 
         let config = json!({"ledgerDir": ledger.path()});

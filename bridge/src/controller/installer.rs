@@ -194,17 +194,25 @@ async fn install(
     let installed = fetch_package(p, inst, status).await?;
     let address = installed.provider.to_string();
     let version = installed.version.to_string();
-    status.address = Some(address.clone());
-    status.version = Some(version.clone());
-    status.hashes = installed
+    let same = status.address.as_deref() == Some(address.as_str())
+        && status.version.as_deref() == Some(version.as_str());
+    // A cache hit knows only the local h1: and no signer: keep the zh: hashes and the signer
+    // recorded when the package was fetched.
+    let mut hashes: std::collections::BTreeSet<String> = installed
         .lock_hashes
         .iter()
         .map(ToString::to_string)
         .collect();
-    // A cache hit knows no signer: keep the one recorded when the package was fetched.
-    if !installed.from_cache || installed.signed_by.is_some() {
+    if same && installed.from_cache {
+        hashes.extend(status.hashes.iter().cloned());
+    } else {
         status.signed_by = installed.signed_by.clone();
     }
+    let applied_before =
+        same && status.observed_generation == p.metadata.generation && !status.kinds.is_empty();
+    status.address = Some(address.clone());
+    status.version = Some(version.clone());
+    status.hashes = hashes.into_iter().collect();
     let binary = installed.executable.clone().ok_or_else(|| {
         Failure::new(
             reason::VERIFICATION_FAILED,
@@ -216,10 +224,30 @@ async fn install(
     status.protocol = i32::try_from(protocol).ok();
     status.resource_types = i64::try_from(schema.resources.len()).ok();
     let crds = generate(p, &address, &schema)?;
-    let kinds = apply_crds(p, inst, &crds).await?;
+    // While waiting for Established, the CRDs this generation applied are not applied again.
+    let names: Vec<&str> = crds.iter().map(|c| c.type_name.as_str()).collect();
+    let known: Vec<&str> = status
+        .kinds
+        .iter()
+        .map(|k| k.resource_type.as_str())
+        .collect();
+    let waiting = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == READY && c.reason == reason::INSTALLING);
+    let skip = applied_before && waiting && names == known;
+    let kinds = if skip {
+        status.kinds.clone()
+    } else {
+        apply_crds(p, inst, &crds).await?
+    };
     status.kind_count = i64::try_from(kinds.len()).ok();
     status.kinds = kinds;
-    let pending = not_established(inst, &crds).await?;
+    let (pending, missing) = not_established(inst, &crds).await?;
+    if skip && missing {
+        // Deleted by hand since this generation applied it: apply again.
+        apply_crds(p, inst, &crds).await?;
+    }
     if !pending.is_empty() {
         return Ok(Pass::Waiting(format!(
             "waiting for {} of {} CRDs to be Established: {}",
@@ -457,13 +485,14 @@ async fn apply_crds(
     Ok(kinds)
 }
 
-/// Step 5: the names of the CRDs not Established yet.
+/// Step 5: the names of the CRDs not Established yet, and whether any of them is missing.
 async fn not_established(
     inst: &Installer,
     crds: &[kraken_codegen::GeneratedCrd],
-) -> Result<Vec<String>, Failure> {
+) -> Result<(Vec<String>, bool), Failure> {
     let api: Api<CustomResourceDefinition> = Api::all(inst.ctx.client.clone());
     let mut pending = Vec::new();
+    let mut missing = false;
     for c in crds {
         let name = format!("{}.{}", c.plural, c.group);
         let crd = api.get_opt(&name).await.map_err(|e| {
@@ -473,11 +502,12 @@ async fn not_established(
                 true,
             )
         })?;
+        missing |= crd.is_none();
         if !crd.as_ref().is_some_and(established) {
             pending.push(name);
         }
     }
-    Ok(pending)
+    Ok((pending, missing))
 }
 
 fn established(crd: &CustomResourceDefinition) -> bool {

@@ -633,7 +633,7 @@ async fn event(p: &Provider, inst: &Installer, warning: bool, reason: &str, note
         secondary: None,
     };
     inst.ctx.metrics.api_write("events", "create");
-    if let Err(err) = inst.ctx.recorder.publish(&ev, &p.object_ref(&())).await {
+    if let Err(err) = inst.ctx.events.publish(&ev, &p.object_ref(&())).await {
         tracing::warn!(provider = %p.name_any(), reason, "could not publish event: {err}");
     }
 }

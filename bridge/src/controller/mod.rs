@@ -17,6 +17,7 @@
 pub mod conditions;
 mod deref;
 pub mod error;
+pub mod events;
 pub mod fields;
 pub mod installer;
 pub mod kinds;
@@ -35,7 +36,6 @@ use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt as _, watcher};
 
@@ -59,7 +59,7 @@ pub struct Context {
     pub pool: Arc<ProviderPool>,
     pub resolver: Resolver,
     pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
+    pub events: events::Publisher,
     field_maps: Mutex<HashMap<(String, String, String), Arc<fields::FieldMap>>>,
     /// Consecutive transient failures per object UID, for backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -72,12 +72,12 @@ impl Context {
         resolver: Resolver,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let reporter = Reporter {
+        let reporter = events::Reporter {
             controller: "kraken".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: events::Publisher::new(client.clone(), reporter),
             client,
             pool,
             resolver,
@@ -158,17 +158,23 @@ fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Drops what the controller never reads from cached metadata.
+/// Drops what the controller never reads from cached metadata: a reconcile reads the full
+/// object from the API server, so the cache keeps only what locates an object and decides
+/// whether an event is worth a reconcile ([`trigger_hash`]).
 fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
     let m = &mut meta.metadata;
     m.managed_fields = None;
+    m.labels = None;
+    m.finalizers = None;
+    m.owner_references = None;
+    m.creation_timestamp = None;
+    m.generate_name = None;
     if let Some(a) = m.annotations.as_mut() {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        a.retain(|k, _| k == PAUSED_ANNOTATION);
         if a.is_empty() {
             m.annotations = None;
         }
     }
-    m.labels = None;
 }
 
 /// Runs the controller for one kind until `shutdown` resolves; in-flight reconciles finish.
@@ -190,6 +196,20 @@ pub async fn run_kind(
         .predicate_filter(trigger_hash, Default::default());
     let label = kind.label();
     tracing::info!(kind = %label, type_name = %kind.type_name, "starting controller");
+    // kraken_managed_resources{kind}: the objects in this kind's cache, every 5 s.
+    let metrics = ctx.metrics.clone();
+    let gauge = {
+        let (reader, metrics) = (reader.clone(), metrics.clone());
+        let kind_name = kind.resource.kind.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                let n = i64::try_from(reader.state().len()).unwrap_or(i64::MAX);
+                metrics.set_managed_resources(&kind_name, n);
+            }
+        })
+    };
     let kctx = Arc::new(KindContext {
         ctx,
         label: label.clone(),
@@ -206,6 +226,8 @@ pub async fn run_kind(
             std::future::ready(())
         })
         .await;
+    gauge.abort();
+    metrics.set_managed_resources(&kind.resource.kind, 0);
     tracing::info!(kind = %kind.label(), "controller stopped");
 }
 

@@ -226,7 +226,7 @@ impl<'a> Run<'a> {
         };
         self.count("events", "create");
         let reference = self.obj.object_ref(&self.k.kind.resource);
-        if let Err(err) = self.k.ctx.recorder.publish(&ev, &reference).await {
+        if let Err(err) = self.k.ctx.events.publish(&ev, &reference).await {
             tracing::warn!(kind = %self.k.label, name = %self.name, reason, "could not publish event: {err}");
         }
     }

@@ -38,7 +38,8 @@ fn list(v: &[f64], digits: usize) -> String {
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("—".into(), |x| format!("{x:.digits$}"))
+    // `+ 0.0` turns a negative zero (a difference of equal counters) into 0.
+    v.map_or("—".into(), |x| format!("{:.digits$}", x + 0.0))
 }
 
 fn mb(bytes: u64) -> f64 {
@@ -198,14 +199,25 @@ fn memory(ms: &[Measured]) {
         "\n### Operator memory (targets: idle < 40 MB, < 4 KB per managed resource; median of runs)\n"
     );
     println!(
-        "| provider | N | RSS idle MB | RSS at N MB | KB per resource | peak (VmHWM) MB | provider processes MB | managed (gauge) |"
+        "| provider | N | RSS idle MB | RSS at N MB | KB per resource (vs idle) | KB per resource (marginal, vs the previous N) | peak (VmHWM) MB | provider processes MB | managed (gauge) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
-    for m in ms.iter().filter(|m| !m.kraken.is_empty()) {
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let loaded = |m: &Measured| median(m.kraken.iter().map(|r| r.loaded.rss as f64).collect());
+    for (i, m) in ms.iter().enumerate().filter(|(_, m)| !m.kraken.is_empty()) {
         let col =
             |f: &dyn Fn(&crate::kraken::CreateRun) -> f64| median(m.kraken.iter().map(f).collect());
+        // The slope between two sizes leaves out what any N costs once (the provider's
+        // schema, connections, the first reconcile's allocations).
+        let previous = ms[..i]
+            .iter()
+            .rev()
+            .find(|p| p.prov == m.prov && !p.kraken.is_empty() && p.n < m.n);
+        let marginal = previous.and_then(|p| {
+            let (a, b) = (loaded(p)?, loaded(m)?);
+            Some((b - a) / 1e3 / (m.n - p.n) as f64)
+        });
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             m.prov.name(),
             m.n,
             opt(col(&|r| mb(r.idle.rss)), 1),
@@ -214,6 +226,7 @@ fn memory(ms: &[Measured]) {
                 col(&|r| (r.loaded.rss as f64 - r.idle.rss as f64) / 1e3 / m.n as f64),
                 2
             ),
+            opt(marginal, 2),
             opt(col(&|r| mb(r.loaded.hwm)), 1),
             opt(col(&|r| mb(r.loaded.children_rss)), 1),
             opt(col(&|r| r.delta.managed), 0)

@@ -322,6 +322,51 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             id2.split('-').count() == 3 && id2 != id,
             "length 3 replaced the pet: {id2:?}"
         );
+
+        // removeCRDs keeps CRDs whose objects exist (and says so) ...
+        bed.cp.kubectl(&[
+            "patch",
+            "providers.core.kraken.dev",
+            "random",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"removeCRDs":true}}"#,
+        ])?;
+        bed.cp.kubectl(&[
+            "delete",
+            "providers.core.kraken.dev",
+            "random",
+            "--timeout=60s",
+        ])?;
+        let kept = bed.crds_labelled("kraken.dev/provider-name=random")?;
+        ensure!(kept.len() == 2, "CRDs in use were removed: {}", kept.len());
+        let events = kraken_tests::operator::events_for(&bed.cp, "default", "random")?;
+        ensure!(
+            events
+                .iter()
+                .any(|(r, m)| r == "CRDsKept" && m.contains("Pet")),
+            "Events about Provider random: {events:?}"
+        );
+        // ... and removes the CRDs of kinds without objects.
+        let spec = json!({"source": "hashicorp/time", "mirror": mirror,
+            "resources": ["time_static"], "removeCRDs": true});
+        bed.cp.apply_yaml("", &provider_manifest("time", spec))?;
+        bed.wait_provider("time", "True", "Installed")?;
+        ensure!(bed.crds_labelled("kraken.dev/provider-name=time")?.len() == 1);
+        bed.cp.kubectl(&[
+            "delete",
+            "providers.core.kraken.dev",
+            "time",
+            "--timeout=60s",
+        ])?;
+        wait_for(INSTALL_TIMEOUT, "the time CRDs to be deleted", || {
+            let left = bed.crds_labelled("kraken.dev/provider-name=time")?;
+            if left.is_empty() {
+                Ok(Some(()))
+            } else {
+                bail!("{} left", left.len())
+            }
+        })?;
         Ok(())
     })();
     bed.finish(r)
@@ -345,9 +390,21 @@ impl Registry {
         Ok(Self { rt, server, signer })
     }
 
-    /// Publish the fixture binary as `version`; `zip_override` replaces the package bytes
-    /// after signing (a package that does not match its signed checksum).
+    /// Publish the fixture binary as `version`, signed by the registry's key; `tamper`
+    /// corrupts the package after signing (its bytes no longer match the signed checksum).
     fn publish(&self, binary: &Path, version: &str, tamper: bool) -> anyhow::Result<()> {
+        let key = self.signer.public_armor.clone();
+        self.publish_with_key(binary, version, tamper, key)
+    }
+
+    /// Like [`Self::publish`], announcing `published_key` as the registry's signing key.
+    fn publish_with_key(
+        &self,
+        binary: &Path,
+        version: &str,
+        tamper: bool,
+        published_key: String,
+    ) -> anyhow::Result<()> {
         let _guard = self.rt.enter();
         let zip = package_zip(binary, "fixture", version)?;
         let published = self.server.publish(&Publish {
@@ -360,7 +417,7 @@ impl Registry {
             h1: single_file_h1(binary, "fixture", version)?,
             protocols: vec!["6.0"],
             signer: &self.signer,
-            published_keys: vec![self.signer.public_armor.clone()],
+            published_keys: vec![published_key],
             other_platforms: vec![],
         })?;
         if tamper {
@@ -527,22 +584,7 @@ fn provider_with_an_unknown_signing_key_installs_nothing() -> anyhow::Result<()>
     let registry = Registry::start()?;
     // Signed by one key, published with another.
     let other = SigningIdentity::generate("someone-else")?;
-    {
-        let _guard = registry.rt.enter();
-        registry.server.publish(&Publish {
-            hostname: &registry.server.host(),
-            namespace: "kraken",
-            type_name: "fixture",
-            version: "1.0.0",
-            platform: &kraken_registry_fetch::current_platform(),
-            zip: package_zip(&fixture.path, "fixture", "1.0.0")?,
-            h1: single_file_h1(&fixture.path, "fixture", "1.0.0")?,
-            protocols: vec!["6.0"],
-            signer: &registry.signer,
-            published_keys: vec![other.public_armor.clone()],
-            other_platforms: vec![],
-        })?;
-    }
+    registry.publish_with_key(&fixture.path, "1.0.0", false, other.public_armor.clone())?;
     let ca = registry.server.ca_file().display().to_string();
     let bed = Bed::start("badsig", vec!["--ca-cert".into(), ca])?;
     let r = (|| {

@@ -33,6 +33,21 @@ struct Series {
     last: Instant,
 }
 
+/// An Event of `action` with `reason`, its note cut to 1000 bytes.
+pub fn event(warning: bool, reason: &str, note: &str, action: &str) -> Event {
+    Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_owned(),
+        note: Some(super::write::truncate(note, 1000)),
+        action: action.to_owned(),
+        secondary: None,
+    }
+}
+
 /// Publishes Events; cheap to share.
 pub struct Publisher {
     client: Client,

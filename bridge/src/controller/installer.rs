@@ -21,7 +21,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kraken_registry_fetch as fetch;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
@@ -166,13 +165,15 @@ async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kub
             )
         }
     };
-    let was_ready = p.status.as_ref().is_some_and(|s| {
+    // An Event for each new outcome (a new reason, or a new version or kind count), not for
+    // every retry of the same one.
+    let repeated = p.status.as_ref().is_some_and(|s| {
         s.conditions
             .iter()
-            .any(|c| c.type_ == READY && c.reason == update.reason)
+            .any(|c| c.type_ == READY && c.reason == update.reason && c.message == update.message)
     });
     write_status(&p, &inst, status, update.clone()).await?;
-    if !was_ready && update.reason != reason::INSTALLING {
+    if !repeated && update.reason != reason::INSTALLING {
         event(&p, &inst, !update.status, update.reason, &update.message).await;
     }
     Ok(action)
@@ -621,17 +622,7 @@ async fn write_status(
 }
 
 async fn event(p: &Provider, inst: &Installer, warning: bool, reason: &str, note: &str) {
-    let ev = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.to_owned(),
-        note: Some(super::write::truncate(note, 1000)),
-        action: "Install".into(),
-        secondary: None,
-    };
+    let ev = super::events::event(warning, reason, note, "Install");
     inst.ctx.metrics.api_write("events", "create");
     if let Err(err) = inst.ctx.events.publish(&ev, &p.object_ref(&())).await {
         tracing::warn!(provider = %p.name_any(), reason, "could not publish event: {err}");
@@ -641,4 +632,90 @@ async fn event(p: &Provider, inst: &Installer, warning: bool, reason: &str, note
 fn error_policy(p: Arc<Provider>, err: &kube::Error, _inst: Arc<Installer>) -> Action {
     tracing::warn!(provider = %p.name_any(), "Provider reconcile failed: {err}");
     Action::requeue(jitter(Duration::from_secs(5), 0.2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core_kinds::ProviderSpec;
+
+    fn provider(resources: &[&str]) -> Provider {
+        let spec = ProviderSpec {
+            source: "hashicorp/random".into(),
+            version: None,
+            mirror: None,
+            resources: resources.iter().map(|s| (*s).to_owned()).collect(),
+            allow_unsigned: false,
+            remove_crds: false,
+        };
+        Provider::new("random", spec)
+    }
+
+    fn random_schema() -> ProviderSchema {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../codegen/testdata/schemas/random.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let json: Json = serde_json::from_str(&text).unwrap_or_default();
+        kraken_codegen::tfjson::parse_provider_schemas(&json)
+            .ok()
+            .and_then(|mut all| all.remove("registry.terraform.io/hashicorp/random"))
+            .unwrap_or_else(|| panic!("{path} holds the random provider's schema"))
+    }
+
+    #[test]
+    fn kinds_are_generated_only_for_the_selected_types() -> Result<(), Failure> {
+        let schema = random_schema();
+        let address = "registry.terraform.io/hashicorp/random";
+        assert!(generate(&provider(&[]), address, &schema)?.is_empty());
+        let crds = generate(&provider(&["random_pet", "random_i*"]), address, &schema)?;
+        let kinds: Vec<&str> = crds.iter().map(|c| c.kind.as_str()).collect();
+        assert_eq!(kinds, ["Id", "Integer", "Pet"]);
+        let err = generate(
+            &provider(&["random_pet", "random_nonesuch"]),
+            address,
+            &schema,
+        )
+        .err()
+        .map(|f| (f.reason, f.message));
+        let (reason, message) = err.unwrap_or_default();
+        assert_eq!(reason, reason::UNKNOWN_RESOURCE_TYPES);
+        assert!(message.contains("random_nonesuch"), "{message}");
+        Ok(())
+    }
+
+    #[test]
+    fn install_failures_map_to_reasons_a_user_can_act_on() {
+        use fetch::Error as E;
+        let mismatch = E::ChecksumMismatch {
+            what: "zip".into(),
+            expected: "a".into(),
+            actual: "b".into(),
+        };
+        assert_eq!(fetch_reason(&mismatch), reason::VERIFICATION_FAILED);
+        let unknown_key = E::SignatureUnknownKey { key_id: "x".into() };
+        assert_eq!(fetch_reason(&unknown_key), reason::VERIFICATION_FAILED);
+        let timeout = E::Timeout {
+            url: "https://x".into(),
+        };
+        assert_eq!(fetch_reason(&timeout), reason::FETCH_FAILED);
+        assert!(timeout.is_transient());
+    }
+
+    #[test]
+    fn the_installed_version_is_kept_like_a_lock_file_entry() {
+        let provider: fetch::Provider =
+            "hashicorp/random".parse().unwrap_or_else(|e| panic!("{e}"));
+        let mut status = ProviderStatus {
+            address: Some("registry.terraform.io/hashicorp/random".into()),
+            version: Some("3.6.0".into()),
+            hashes: vec!["h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into()],
+            ..Default::default()
+        };
+        let lock = locked(&status, &provider).map(|l| (l.version.to_string(), l.hashes.len()));
+        assert_eq!(lock, Some(("3.6.0".to_owned(), 1)));
+        status.address = Some("registry.terraform.io/hashicorp/time".into());
+        assert!(locked(&status, &provider).is_none());
+    }
 }

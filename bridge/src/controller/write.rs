@@ -4,7 +4,6 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
@@ -212,18 +211,7 @@ impl<'a> Run<'a> {
 
     /// Publishes an Event about the object. Failing to publish is logged, never fatal.
     pub async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
-        let note: String = note.into();
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(truncate(&note, 1000)),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
+        let ev = super::events::event(warning, reason, &note.into(), "Reconcile");
         self.count("events", "create");
         let reference = self.obj.object_ref(&self.k.kind.resource);
         if let Err(err) = self.k.ctx.events.publish(&ev, &reference).await {

@@ -24,7 +24,8 @@ kubeconfig=$run_dir/kubeconfig
 log=$demo_dir/operator.log
 pidfile=$demo_dir/operator.pid
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Never fails: cleanup must go on when stderr is gone (a closed pipe, a closed terminal).
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2 2>/dev/null || true; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 prepare() {
@@ -103,9 +104,10 @@ EOF
 case "${1:-demo}" in
   demo)
     prepare
-    stop_on_exit() { stop; }
+    # Cleanup ignores further interrupts and a closed stdout/stderr.
+    stop_on_exit() { trap '' INT TERM PIPE HUP; set +e; stop; }
     trap stop_on_exit EXIT
-    trap 'exit 130' INT TERM
+    trap 'exit 130' INT TERM HUP
     start
     say "applying examples/00-providers.yaml: two Providers and their ProviderConfigs"
     kubectl apply -f examples/00-providers.yaml >&2

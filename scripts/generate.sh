@@ -4,7 +4,8 @@
 #     binaries with `kraken schema` (needs `scripts/testenv.sh install`);
 #   - generated-crds/<provider>/: the CRDs codegen makes from those schemas (codegen's golden
 #     test rewrites them);
-#   - generated-crds/core/: the CRDs of Kraken's own kinds, derived from their Rust types.
+#   - generated-crds/core/: the CRDs of Kraken's own kinds, derived from their Rust types;
+#   - charts/kraken/crds/: a copy of those, which Helm installs before the chart.
 #
 # Usage: scripts/generate.sh           regenerate in place
 #        scripts/generate.sh --check   regenerate, then fail if anything differs from what is
@@ -42,13 +43,16 @@ mkdir -p "$schemas"
 KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-codegen --test golden >/dev/null
 # The core kinds (ProviderConfig, …) are derived from Rust types in bridge/src/core_kinds.
 KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-bridge --lib core_kinds >/dev/null
+rm -rf charts/kraken/crds
+mkdir -p charts/kraken/crds
+cp generated-crds/core/core.kraken.dev_*.yaml charts/kraken/crds/
 
 if [ "$check" = 1 ]; then
-  stale=$(git status --porcelain -- "$schemas" generated-crds)
+  stale=$(git status --porcelain -- "$schemas" generated-crds charts/kraken/crds)
   if [ -n "$stale" ]; then
     echo "generate.sh: generated files differ from what is committed:" >&2
     echo "$stale" >&2
-    git --no-pager diff --stat -- "$schemas" generated-crds >&2
+    git --no-pager diff --stat -- "$schemas" generated-crds charts/kraken/crds >&2
     echo "run scripts/generate.sh and commit the result" >&2
     exit 1
   fi

@@ -192,7 +192,9 @@ async fn install(
     inst: &Installer,
     status: &mut ProviderStatus,
 ) -> Result<Pass, Failure> {
+    let started = std::time::Instant::now();
     let installed = fetch_package(p, inst, status).await?;
+    tracing::debug!(provider = %p.name_any(), elapsed = ?started.elapsed(), cached = installed.from_cache, "package installed");
     let address = installed.provider.to_string();
     let version = installed.version.to_string();
     let same = status.address.as_deref() == Some(address.as_str())
@@ -222,6 +224,7 @@ async fn install(
         )
     })?;
     let (schema, protocol) = schema(inst, &address, &version, binary).await?;
+    tracing::debug!(provider = %p.name_any(), elapsed = ?started.elapsed(), "schema read");
     status.protocol = i32::try_from(protocol).ok();
     status.resource_types = i64::try_from(schema.resources.len()).ok();
     let crds = generate(p, &address, &schema)?;
@@ -244,6 +247,7 @@ async fn install(
     };
     status.kind_count = i64::try_from(kinds.len()).ok();
     status.kinds = kinds;
+    tracing::debug!(provider = %p.name_any(), elapsed = ?started.elapsed(), crds = crds.len(), applied = !skip, "CRDs generated and applied");
     let (pending, missing) = not_established(inst, &crds).await?;
     if skip && missing {
         // Deleted by hand since this generation applied it: apply again.

@@ -206,8 +206,25 @@ async fn install(
         .iter()
         .map(ToString::to_string)
         .collect();
-    if same && installed.from_cache {
-        hashes.extend(status.hashes.iter().cloned());
+    if installed.from_cache {
+        // The object this pass got may predate the status the fetching pass wrote: read it.
+        let recorded = if same {
+            Some(status.clone())
+        } else {
+            api(inst)
+                .get_status(&p.name_any())
+                .await
+                .ok()
+                .and_then(|fresh| fresh.status)
+                .filter(|s| {
+                    s.address.as_deref() == Some(address.as_str())
+                        && s.version.as_deref() == Some(version.as_str())
+                })
+        };
+        if let Some(recorded) = recorded {
+            hashes.extend(recorded.hashes.iter().cloned());
+            status.signed_by = recorded.signed_by;
+        }
     } else {
         status.signed_by = installed.signed_by.clone();
     }

@@ -77,6 +77,19 @@ impl Bed {
         )
     }
 
+    /// `kubectl patch` of the Provider `name` with a JSON merge patch.
+    fn patch_provider(&self, name: &str, merge: &str) -> anyhow::Result<String> {
+        let args = [
+            "patch",
+            "providers.core.kraken.dev",
+            name,
+            "--type=merge",
+            "-p",
+            merge,
+        ];
+        self.cp.kubectl(&args)
+    }
+
     fn apply(&self, yaml: &str) -> anyhow::Result<String> {
         self.cp.apply_yaml(&self.ns, yaml)
     }
@@ -324,14 +337,7 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
         );
 
         // removeCRDs keeps CRDs whose objects exist (and says so) ...
-        bed.cp.kubectl(&[
-            "patch",
-            "providers.core.kraken.dev",
-            "random",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"removeCRDs":true}}"#,
-        ])?;
+        bed.patch_provider("random", r#"{"spec":{"removeCRDs":true}}"#)?;
         bed.cp.kubectl(&[
             "delete",
             "providers.core.kraken.dev",
@@ -492,14 +498,7 @@ fn provider_from_a_registry_upgrades_and_refuses_a_bad_package() -> anyhow::Resu
 
         // Upgrade with the resource in place.
         registry.publish(&fixture.path, "1.1.0", false)?;
-        bed.cp.kubectl(&[
-            "patch",
-            "providers.core.kraken.dev",
-            "fixture",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"version":"~> 1.1"}}"#,
-        ])?;
+        bed.patch_provider("fixture", r#"{"spec":{"version":"~> 1.1"}}"#)?;
         let p = bed.wait_provider("fixture", "True", "Installed")?;
         ensure!(
             p["status"]["version"] == "1.1.0",
@@ -545,14 +544,7 @@ fn provider_from_a_registry_upgrades_and_refuses_a_bad_package() -> anyhow::Resu
 
         // A package whose bytes do not match the signed checksum: Ready=False, nothing installed.
         registry.publish(&fixture.path, "1.2.0", true)?;
-        bed.cp.kubectl(&[
-            "patch",
-            "providers.core.kraken.dev",
-            "fixture",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"version":"1.2.0"}}"#,
-        ])?;
+        bed.patch_provider("fixture", r#"{"spec":{"version":"1.2.0"}}"#)?;
         let p = bed.wait_provider("fixture", "False", "VerificationFailed")?;
         let (_, _, message) = condition(&p, "Ready").context("Ready")?;
         ensure!(message.contains("checksum mismatch"), "message: {message}");

@@ -118,6 +118,7 @@ pub async fn run(
 
 async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kube::Error> {
     let name = p.name_any();
+    tracing::debug!(provider = %name, generation = ?p.metadata.generation, "reconcile");
     if p.metadata.deletion_timestamp.is_some() {
         return cleanup(&p, &inst).await;
     }
@@ -132,6 +133,7 @@ async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kub
             )
             .await?;
         inst.ctx.metrics.api_write("providers", "patch");
+        tracing::debug!(provider = %name, "finalizer added");
     }
     let mut status = p.status.clone().unwrap_or_default();
     let outcome = install(&p, &inst, &mut status).await;
@@ -173,6 +175,7 @@ async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kub
             .any(|c| c.type_ == READY && c.reason == update.reason && c.message == update.message)
     });
     write_status(&p, &inst, status, update.clone()).await?;
+    tracing::debug!(provider = %name, reason = update.reason, "status written");
     if !repeated && update.reason != reason::INSTALLING {
         event(&p, &inst, !update.status, update.reason, &update.message).await;
     }

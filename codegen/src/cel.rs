@@ -9,6 +9,12 @@
 //!   admission with a message naming the field. For an object, list or map argument an entry
 //!   for a path below it (`rules.0.port`) also counts. A sensitive argument is checked as
 //!   `<field>SecretRef`, while `valuesFrom` names it by its own field name.
+//! - On `spec`, a value may not be given twice: no `valuesFrom` entry names the path of an
+//!   argument that is set in `forProvider`, or for an argument that accepts subpaths a path
+//!   below it (`!has(self.valuesFrom) || !self.valuesFrom.exists(v, (has(self.forProvider.length)
+//!   && v.path == 'length') || (has(self.forProvider.rules) && (v.path == 'rules' ||
+//!   v.path.startsWith('rules.'))) || ...)`). One rule covers every argument unless it would
+//!   exceed [`STATIC_ESTIMATED_COST_LIMIT`], when the arguments are split over several.
 //! - On each `valuesFrom` item: exactly one source is set.
 //!
 //! # Cost
@@ -22,14 +28,18 @@
 //! The only iteration is `exists` over `valuesFrom`, which is bounded by
 //! [`VALUES_FROM_MAX_ITEMS`] entries whose `path` is at most [`VALUES_FROM_PATH_MAX_LENGTH`]
 //! bytes, so a required-argument rule costs a few thousand units and a CRD stays far below
-//! the limits even with hundreds of required arguments. [`rule_cost_bound`] computes a
+//! the limits even with hundreds of required arguments. The conflict rule costs about 15,000
+//! units per argument (64 items × its body's bytes and one or two 52-unit comparisons), so
+//! one rule holds several hundred arguments. Its actual cost is far lower: an argument that
+//! is not set costs one `has` per item, and a comparison traverses the shorter string, the
+//! literal path. [`rule_cost_bound`] computes a
 //! conservative upper bound of cel-go's estimate for the rules generated here, and
 //! [`schema_cost_bound`] sums it over a whole schema; tests hold every generated CRD to all
 //! three limits.
 
 use serde_json::{Map, Value as Json};
 
-use crate::ir::RequiredArg;
+use crate::ir::TopLevelArg;
 use crate::names::cel_field;
 
 /// Per-expression limit on the estimated cost (apiextensions `StaticEstimatedCostLimit`).
@@ -70,7 +80,7 @@ impl Rule {
 }
 
 /// The rule on `spec` for one required top-level argument.
-pub fn required_rule(arg: &RequiredArg) -> Rule {
+pub fn required_rule(arg: &TopLevelArg) -> Rule {
     let field = cel_field(&arg.field);
     // Field names are ASCII letters and digits, so they need no escaping in a CEL string.
     let path = &arg.path;
@@ -98,6 +108,69 @@ pub fn required_rule(arg: &RequiredArg) -> Rule {
         message,
         field_path: Some(format!(".forProvider.{}", arg.field)),
         reason: Some("FieldValueRequired"),
+    }
+}
+
+/// The message of the rules that refuse a value set twice.
+pub const CONFLICT_MESSAGE: &str = "a value is set both in spec.forProvider and in \
+     spec.valuesFrom; set each argument in one place";
+
+/// The rules on `spec` that refuse a value given both literally and through `valuesFrom`:
+/// no `valuesFrom` entry may name a set `forProvider` field's path, or, for an argument that
+/// accepts subpaths, a path below it. Every argument is covered, usually by one rule;
+/// arguments are split over several rules only where one would exceed
+/// [`STATIC_ESTIMATED_COST_LIMIT`] by [`rule_cost_bound`]. Empty when there are no arguments.
+pub fn conflict_rules(args: &[TopLevelArg]) -> Vec<Rule> {
+    const HEAD: &str = "!has(self.valuesFrom) || !self.valuesFrom.exists(v, ";
+    const TAIL: &str = ")";
+    const OR: &str = " || ";
+    let traversal = string_traversal(VALUES_FROM_PATH_MAX_LENGTH);
+    // What rule_cost_bound charges: the bytes outside the comprehension once, and per item
+    // the body's bytes, 10 for bookkeeping and a traversal per comparison.
+    let fixed = (HEAD.len() + TAIL.len()) as u64 + VALUES_FROM_MAX_ITEMS * 10;
+    let mut chunks: Vec<Vec<String>> = Vec::new();
+    let mut cost = fixed;
+    for arg in args {
+        let (term, comparisons) = conflict_term(arg);
+        let add =
+            VALUES_FROM_MAX_ITEMS * ((term.len() + OR.len()) as u64 + comparisons * traversal);
+        match chunks.last_mut() {
+            Some(chunk) if cost + add <= STATIC_ESTIMATED_COST_LIMIT => chunk.push(term),
+            _ => {
+                chunks.push(vec![term]);
+                cost = fixed;
+            }
+        }
+        cost += add;
+    }
+    chunks
+        .into_iter()
+        .map(|terms| Rule {
+            rule: format!("{HEAD}{}{TAIL}", terms.join(OR)),
+            message: CONFLICT_MESSAGE.to_owned(),
+            field_path: Some(".valuesFrom".to_owned()),
+            reason: Some("FieldValueInvalid"),
+        })
+        .collect()
+}
+
+/// One argument's disjunct in a conflict rule, and how many strings it compares.
+fn conflict_term(arg: &TopLevelArg) -> (String, u64) {
+    let field = cel_field(&arg.field);
+    // Field names are ASCII letters and digits, so they need no escaping in a CEL string.
+    let path = &arg.path;
+    if arg.accepts_subpaths {
+        (
+            format!(
+                "(has(self.forProvider.{field}) && (v.path == '{path}' || v.path.startsWith('{path}.')))"
+            ),
+            2,
+        )
+    } else {
+        (
+            format!("(has(self.forProvider.{field}) && v.path == '{path}')"),
+            1,
+        )
     }
 }
 
@@ -248,8 +321,8 @@ mod tests {
 
     use super::*;
 
-    fn arg(field: &str, path: &str, subpaths: bool) -> RequiredArg {
-        RequiredArg {
+    fn arg(field: &str, path: &str, subpaths: bool) -> TopLevelArg {
+        TopLevelArg {
             field: field.into(),
             path: path.into(),
             accepts_subpaths: subpaths,
@@ -290,6 +363,82 @@ mod tests {
             );
             assert_eq!(got.reason, Some("FieldValueRequired"));
         }
+    }
+
+    #[test]
+    fn conflict_rule_refuses_a_set_argument_named_in_values_from() {
+        let head = "!has(self.valuesFrom) || !self.valuesFrom.exists(v, ";
+        let cases = [
+            (
+                arg("length", "length", false),
+                "(has(self.forProvider.length) && v.path == 'length')",
+            ),
+            (
+                arg("rules", "rules", true),
+                "(has(self.forProvider.rules) && (v.path == 'rules' || v.path.startsWith('rules.')))",
+            ),
+            (
+                arg("passwordSecretRef", "password", false),
+                "(has(self.forProvider.passwordSecretRef) && v.path == 'password')",
+            ),
+            (
+                arg("namespace", "namespace", false),
+                "(has(self.forProvider.__namespace__) && v.path == 'namespace')",
+            ),
+        ];
+        for (arg, term) in &cases {
+            let rules = conflict_rules(std::slice::from_ref(arg));
+            assert_eq!(rules.len(), 1);
+            assert_eq!(rules[0].rule, format!("{head}{term})"));
+            assert_eq!(rules[0].message, CONFLICT_MESSAGE);
+            assert_eq!(rules[0].field_path.as_deref(), Some(".valuesFrom"));
+            assert_eq!(rules[0].reason, Some("FieldValueInvalid"));
+        }
+        // One rule covers every argument, in order.
+        let args: Vec<TopLevelArg> = cases.iter().map(|(a, _)| a.clone()).collect();
+        let terms: Vec<&str> = cases.iter().map(|(_, t)| *t).collect();
+        let rules = conflict_rules(&args);
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].rule, format!("{head}{})", terms.join(" || ")));
+        assert!(conflict_rules(&[]).is_empty());
+    }
+
+    #[test]
+    fn conflict_rules_split_only_beyond_the_per_expression_limit() {
+        let args: Vec<TopLevelArg> = (0..2000)
+            .map(|i| {
+                arg(
+                    &format!("argumentNumber{i}"),
+                    &format!("argumentNumber{i}"),
+                    i % 3 == 0,
+                )
+            })
+            .collect();
+        let rules = conflict_rules(&args);
+        assert!(rules.len() > 1, "{}", rules.len());
+        let mut covered = 0;
+        for (i, rule) in rules.iter().enumerate() {
+            let bound = rule_cost_bound(
+                &rule.rule,
+                VALUES_FROM_MAX_ITEMS,
+                VALUES_FROM_PATH_MAX_LENGTH,
+            );
+            assert!(bound <= STATIC_ESTIMATED_COST_LIMIT, "{bound}");
+            // Not split earlier than needed: only the last rule holds less than 99%.
+            assert!(
+                i + 1 == rules.len() || bound > STATIC_ESTIMATED_COST_LIMIT / 100 * 99,
+                "{bound}"
+            );
+            covered += rule.rule.matches("has(self.forProvider.").count();
+        }
+        assert_eq!(covered, args.len());
+        for (i, a) in args.iter().enumerate() {
+            let term = format!("has(self.forProvider.{}) ", a.field);
+            let holders = rules.iter().filter(|r| r.rule.contains(&term)).count();
+            assert_eq!(holders, 1, "argument {i}");
+        }
+        // 300 arguments, more than any AWS resource has, still fit in one rule.
+        assert_eq!(conflict_rules(&args[..300]).len(), 1);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! IR → a CustomResourceDefinition (`apiextensions.k8s.io/v1`) as JSON.
 //!
-//! The provider-specific parts (`forProvider`, `atProvider`, the required-argument rules)
+//! The provider-specific parts (`forProvider`, `atProvider`, the rules on `spec`)
 //! come from the IR; everything else is the same for every kind: the reference to a
 //! ProviderConfig, `valuesFrom`, the policies, conditions and the last plan (DESIGN §4).
 //!
@@ -10,7 +10,8 @@
 use serde_json::{Map, Value as Json, json};
 
 use crate::cel::{
-    VALUES_FROM_MAX_ITEMS, VALUES_FROM_PATH_MAX_LENGTH, exactly_one_source_rule, required_rule,
+    VALUES_FROM_MAX_ITEMS, VALUES_FROM_PATH_MAX_LENGTH, conflict_rules, exactly_one_source_rule,
+    required_rule,
 };
 use crate::ir::{KindIr, KindNames};
 use crate::openapi::object_schema;
@@ -172,12 +173,14 @@ fn spec_schema(ir: &KindIr) -> Json {
         "required": ["forProvider"],
         "properties": properties,
     });
-    if !ir.required.is_empty() {
-        let rules: Vec<Json> = ir
-            .required
-            .iter()
-            .map(|arg| required_rule(arg).to_json())
-            .collect();
+    let rules: Vec<Json> = ir
+        .required
+        .iter()
+        .map(required_rule)
+        .chain(conflict_rules(&ir.arguments))
+        .map(|rule| rule.to_json())
+        .collect();
+    if !rules.is_empty() {
         spec["x-kubernetes-validations"] = rules.into();
     }
     spec
@@ -213,13 +216,18 @@ fn resource_policies(properties: &mut Map<String, Json>) {
     );
 }
 
+/// The description of the optional `namespace` of every `valuesFrom` source reference.
+const NAMESPACE: &str = "Namespace of the referenced object. References must stay in the \
+    object's own namespace; any other value is refused with the condition CrossNamespace.";
+
 fn values_from_schema() -> Json {
     let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
     let reference = |keys: &[(&str, &str)], description: &str| {
-        let properties: Map<String, Json> = keys
+        let mut properties: Map<String, Json> = keys
             .iter()
             .map(|(k, d)| ((*k).to_owned(), string(d)))
             .collect();
+        properties.insert("namespace".into(), string(NAMESPACE));
         let required: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
         json!({"type": "object", "required": required, "properties": properties,
                "description": description})

@@ -11,7 +11,9 @@
 //!   computed; never computed-only). A sensitive argument `x` becomes `xSecretRef`, a
 //!   reference to a Secret key. Required arguments below the top level are required in their
 //!   object; top-level ones are listed in [`KindIr::required`] for CEL (they may come from
-//!   `valuesFrom`). List and set blocks keep their min/max items.
+//!   `valuesFrom`), and all top-level ones in [`KindIr::arguments`] for the CEL rule that
+//!   refuses a value given both literally and through `valuesFrom`. List and set blocks keep
+//!   their min/max items.
 //! - the **status** view (`status.atProvider`): every attribute except sensitive and
 //!   write-only ones (write-only values are never in state). Nothing is required and no item
 //!   counts are enforced: status mirrors what the provider returned and must never be refused.
@@ -46,7 +48,10 @@ pub struct KindIr {
     pub for_provider: ObjectIr,
     pub at_provider: ObjectIr,
     /// Top-level required arguments, enforced by CEL on `spec`.
-    pub required: Vec<RequiredArg>,
+    pub required: Vec<TopLevelArg>,
+    /// Every top-level argument (every field of `forProvider`), for the CEL rule on `spec`
+    /// that refuses a value given both literally and through `valuesFrom`.
+    pub arguments: Vec<TopLevelArg>,
     /// Terraform paths of sensitive attributes (see [`sensitive_paths`]).
     pub sensitive_paths: Vec<String>,
     /// Kubernetes field path → Terraform name, for irregular names (see [`irregular_names`]).
@@ -96,9 +101,9 @@ pub enum Shape {
     SecretRef,
 }
 
-/// A top-level required argument.
+/// A top-level argument: its field in `spec.forProvider` and its name in `valuesFrom`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequiredArg {
+pub struct TopLevelArg {
     /// The field in `spec.forProvider` (`xSecretRef` for a sensitive argument).
     pub field: String,
     /// The argument's field name, as `valuesFrom[].path` names it.
@@ -122,23 +127,13 @@ pub fn build(
 ) -> KindIr {
     let block = &schema.block;
     let for_provider = block_object(block, Side::Spec);
+    let arguments: Vec<TopLevelArg> = for_provider.fields.iter().map(top_level_arg).collect();
     let required = for_provider
         .fields
         .iter()
-        .filter(|f| f.required)
-        .map(|f| RequiredArg {
-            field: f.name.clone(),
-            path: f
-                .name
-                .strip_suffix(SECRET_REF_SUFFIX)
-                .filter(|_| f.node.shape == Shape::SecretRef)
-                .unwrap_or(&f.name)
-                .to_owned(),
-            accepts_subpaths: !matches!(
-                f.node.shape,
-                Shape::String | Shape::Number | Shape::Bool | Shape::SecretRef
-            ),
-        })
+        .zip(&arguments)
+        .filter(|(f, _)| f.required)
+        .map(|(_, arg)| arg.clone())
         .collect();
     KindIr {
         type_name: type_name.to_owned(),
@@ -149,8 +144,27 @@ pub fn build(
         at_provider: block_object(block, Side::Status),
         for_provider,
         required,
+        arguments,
         sensitive_paths: sensitive_paths(block),
         irregular_names: irregular_names(block),
+    }
+}
+
+/// How `valuesFrom` names a field of `forProvider`: a sensitive argument `x` by `x` rather
+/// than `xSecretRef`, and anything but a scalar also by paths below it.
+fn top_level_arg(f: &Field) -> TopLevelArg {
+    TopLevelArg {
+        field: f.name.clone(),
+        path: f
+            .name
+            .strip_suffix(SECRET_REF_SUFFIX)
+            .filter(|_| f.node.shape == Shape::SecretRef)
+            .unwrap_or(&f.name)
+            .to_owned(),
+        accepts_subpaths: !matches!(
+            f.node.shape,
+            Shape::String | Shape::Number | Shape::Bool | Shape::SecretRef
+        ),
     }
 }
 

@@ -90,14 +90,13 @@ fn kitchen_sink_maps_every_feature() {
     );
     assert!(fp["settings"]["properties"].get("computedOnly").is_none());
     assert!(fp.get("statusOnly").is_none() && fp.get("id").is_none());
-    let rules: Vec<&str> = spec["x-kubernetes-validations"]
-        .as_array()
-        .expect("rules")
+    let rules = spec["x-kubernetes-validations"].as_array().expect("rules");
+    let paths: Vec<&str> = rules
         .iter()
         .map(|r| r["fieldPath"].as_str().expect("fieldPath"))
         .collect();
     assert_eq!(
-        rules,
+        paths,
         [
             ".forProvider.disk",
             ".forProvider.name",
@@ -106,8 +105,23 @@ fn kitchen_sink_maps_every_feature() {
             ".forProvider.requiredList",
             ".forProvider.rules",
             ".forProvider.tokenSecretRef",
+            ".valuesFrom",
         ]
     );
+    // The conflict rule covers every argument, required or not, under its valuesFrom name.
+    let conflict = rules.last().and_then(|r| r["rule"].as_str()).expect("rule");
+    for field in fp.as_object().expect("forProvider").keys() {
+        assert!(
+            conflict.contains(&format!(
+                "has(self.forProvider.{}) ",
+                names::cel_field(field)
+            )),
+            "{field}: {conflict}"
+        );
+    }
+    assert!(conflict.contains("(has(self.forProvider.tokenSecretRef) && v.path == 'token')"));
+    assert!(conflict.contains("v.path.startsWith('disk.')"));
+    assert!(!conflict.contains("v.path.startsWith('name.')"));
     let annotations = &sink.crd["metadata"]["annotations"];
     assert_eq!(
         annotations[crd::ANNOTATION_SENSITIVE_OUTPUTS],

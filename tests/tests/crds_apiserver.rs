@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail, ensure};
+use kraken_codegen::cel::CONFLICT_MESSAGE;
 use kraken_codegen::tfjson::parse_provider_schemas;
 use kraken_codegen::{Options, generate, sample_object};
 use kraken_tests::{ControlPlane, repo_root};
@@ -92,6 +93,89 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
     if let Err(msg) = dry_run(&cp, &via_ref)? {
         bail!("a required argument given through valuesFrom must be admitted: {msg}");
     }
+
+    // A value given both literally and through valuesFrom is refused: a scalar by its path,
+    // a map or list also by a path below it, a sensitive argument xSecretRef by its name x.
+    let twice = [
+        ("Id", "random", json!({"byteLength": 8}), "byteLength"),
+        ("Pet", "random", json!({"keepers": {"a": "b"}}), "keepers.a"),
+        (
+            "Object",
+            "fixture",
+            json!({"name": "x", "passwordSecretRef": {"name": "s", "key": "pw"}}),
+            "password",
+        ),
+    ];
+    for (kind, provider, for_provider, path) in twice {
+        let obj = json!({"apiVersion": format!("{provider}.tf.kraken.dev/v1alpha1"), "kind": kind,
+            "metadata": {"name": "twice", "namespace": "team-a"},
+            "spec": {"forProvider": for_provider,
+                     "valuesFrom": [{"path": path, "configMapKeyRef": {"name": "sizes", "key": "id"}}]}});
+        let msg = dry_run(&cp, &obj)?
+            .err()
+            .with_context(|| format!("{kind}: {path} set twice must be refused"))?;
+        ensure!(
+            msg.contains(CONFLICT_MESSAGE) && msg.contains("spec.valuesFrom"),
+            "{kind}: message must say why: {msg}"
+        );
+    }
+    // Arguments not set literally may still come from valuesFrom.
+    let apart = json!({"apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object",
+        "metadata": {"name": "apart", "namespace": "team-a"},
+        "spec": {"forProvider": {"name": "x", "size": 1, "tags": {"a": "b"}},
+                 "valuesFrom": [{"path": "description", "template": "d"},
+                                {"path": "labels.0", "template": "l"}]}});
+    if let Err(msg) = dry_run(&cp, &apart)? {
+        bail!("valuesFrom for arguments not set literally must be admitted: {msg}");
+    }
+
+    // A source's namespace is kept (the runtime refuses other namespaces with a condition).
+    let sources = [
+        "configMapKeyRef",
+        "resource",
+        "secretKeyRef",
+        "stateDeclaration",
+    ];
+    let with_ns = json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Pet",
+        "metadata": {"name": "with-namespace", "namespace": "team-a"},
+        "spec": {"forProvider": {}, "valuesFrom": [
+            {"path": "length", sources[0]: {"name": "sizes", "key": "id", "namespace": "team-a"}},
+            {"path": "keepers", sources[1]: {"kind": "Id", "name": "i", "path": "id", "namespace": "team-b"}},
+            {"path": "prefix", sources[2]: {"name": "s", "key": "k", "namespace": "team-a"}},
+            {"path": "separator", sources[3]: {"name": "d", "path": "sep", "namespace": "team-c"}}]}});
+    let created = cp.kubectl_stdin(
+        &["create", "-o", "name", "-f", "-"],
+        &serde_json::to_vec(&with_ns)?,
+    )?;
+    ensure!(
+        created.status.success(),
+        "a valuesFrom entry with a namespace must be admitted: {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let stored: Json = serde_json::from_str(&cp.kubectl(&[
+        "get",
+        "pets.random.tf.kraken.dev",
+        "with-namespace",
+        "-n",
+        "team-a",
+        "-o",
+        "json",
+    ])?)?;
+    let namespaces: Vec<&Json> = stored["spec"]["valuesFrom"]
+        .as_array()
+        .context("valuesFrom stored")?
+        .iter()
+        .map(|v| {
+            sources
+                .iter()
+                .find_map(|s| v.get(*s))
+                .map_or(&Json::Null, |r| &r["namespace"])
+        })
+        .collect();
+    ensure!(
+        namespaces == ["team-a", "team-b", "team-a", "team-c"],
+        "namespace must survive pruning: {stored:#}"
+    );
 
     // A wrong type is refused, naming the field.
     let pet = json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Pet",

@@ -142,12 +142,14 @@ fn array(items: &[Json], schema: &Json, path: &str, errors: &mut Vec<String>) {
 }
 
 /// The required-argument rules on `spec`, for objects that set everything literally: each
-/// rule's `fieldPath` (`.forProvider.<field>`) must be present.
+/// rule's `fieldPath` (`.forProvider.<field>`) must be present. Other rules (the conflict
+/// rule on `.valuesFrom`) hold for any object without `valuesFrom`.
 pub fn required_rules(spec: &Json, spec_schema: &Json, errors: &mut Vec<String>) {
     for rule in spec_schema["x-kubernetes-validations"]
         .as_array()
         .into_iter()
         .flatten()
+        .filter(|r| r["reason"] == "FieldValueRequired")
     {
         let field_path = rule["fieldPath"].as_str().unwrap_or_default();
         let Some(field) = field_path.strip_prefix(".forProvider.") else {

@@ -202,13 +202,16 @@ fn build_config(schema: &ProviderSchema, config: &Json) -> std::result::Result<V
         .map_err(|e| format!("{}: {}", map.kube_path(&e.path), e.message))
 }
 
-/// The resource's configuration value from `spec.forProvider`, with Secret references resolved.
+/// The resource's configuration value from `spec.forProvider`, with Secret references resolved;
+/// `with_values` when values from `spec.valuesFrom` were merged in (sensitive ones by their
+/// plain names).
 pub async fn resource_config(
     ctx: &Context,
     provider: &Provider,
     type_name: &str,
     namespace: &str,
     for_provider: &Json,
+    with_values: bool,
 ) -> Result<Value> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let mut values: HashMap<SecretRef, String> = HashMap::new();
@@ -216,17 +219,22 @@ pub async fn resource_config(
         let v = secret_value(&secrets, &r.name, &r.key).await?;
         values.insert(r, v);
     }
-    let tf = provider
-        .fields
-        .spec_to_tf(for_provider, &mut |r| {
-            values
-                .get(r)
-                .cloned()
-                .ok_or_else(|| FieldError::SecretNotFound {
-                    name: r.name.clone(),
-                })
-        })
-        .map_err(|e| Error::InvalidSpec(e.to_string()))?;
+    let mut secret = |r: &SecretRef| {
+        values
+            .get(r)
+            .cloned()
+            .ok_or_else(|| FieldError::SecretNotFound {
+                name: r.name.clone(),
+            })
+    };
+    let tf = if with_values {
+        provider
+            .fields
+            .spec_to_tf_with_values(for_provider, &mut secret)
+    } else {
+        provider.fields.spec_to_tf(for_provider, &mut secret)
+    }
+    .map_err(|e| Error::InvalidSpec(e.to_string()))?;
     let ty = provider.resource(type_name)?.block.implied_type();
     from_kube_json(&tf, &ty).map_err(|e| {
         Error::InvalidSpec(format!(

@@ -126,6 +126,84 @@ impl FieldMap {
         }
     }
 
+    /// Like [`FieldMap::spec_to_tf`], with sensitive arguments also accepted under their
+    /// plain names: for a `spec.forProvider` into which the operator merged values resolved
+    /// from `spec.valuesFrom` (the CRD itself has no such field, so users cannot write one).
+    pub fn spec_to_tf_with_values(
+        &self,
+        for_provider: &Json,
+        secret: &mut dyn FnMut(&SecretRef) -> Result<String, FieldError>,
+    ) -> Result<Json, FieldError> {
+        let mut walk = ToTf {
+            plain_sensitive: true,
+            secret,
+            path: base_path(self.spec_base),
+        };
+        match for_provider {
+            Json::Null => walk.object(&self.spec, &Map::new()),
+            Json::Object(members) => walk.object(&self.spec, members),
+            _ => Err(walk.invalid("expected an object")),
+        }
+    }
+
+    /// The argument a `valuesFrom` path names (dotted Kubernetes field names below
+    /// `spec.forProvider`, a sensitive argument by its plain name): its Terraform path and
+    /// whether it is sensitive. Below `dynamic` and tuple values the remaining segments are
+    /// kept as they are.
+    pub fn argument(&self, dotted: &str) -> Result<(Vec<PathStep>, bool), String> {
+        let mut steps = Vec::new();
+        let mut level = Some(&self.spec);
+        let mut node: Option<&Node> = None;
+        let mut sensitive = false;
+        for (i, seg) in dotted.split('.').enumerate() {
+            if seg.is_empty() {
+                return Err(format!("{dotted}: empty path segment"));
+            }
+            let upto = || dotted.split('.').take(i).collect::<Vec<_>>().join(".");
+            if let Some(l) = level.take() {
+                let slot = l
+                    .by_name(seg)
+                    .filter(|s| !matches!(s.node, Node::Secret { .. }))
+                    .or_else(|| {
+                        l.by_name(&format!("{seg}{SECRET_REF_SUFFIX}"))
+                            .filter(|s| matches!(s.node, Node::Secret { .. }))
+                    })
+                    .ok_or_else(|| match i {
+                        0 => format!("{seg}: no such argument"),
+                        _ => format!("{}: {} has no field {seg}", dotted, upto()),
+                    })?;
+                steps.push(PathStep::Attr(slot.tf_name.clone()));
+                sensitive |= matches!(slot.node, Node::Secret { .. });
+                node = Some(&slot.node);
+            } else {
+                match node {
+                    Some(Node::List(item)) => {
+                        let index: usize = seg.parse().map_err(|_| {
+                            format!("{dotted}: {} is a list; {seg} is not an index", upto())
+                        })?;
+                        steps.push(index_step(index));
+                        node = Some(item);
+                    }
+                    Some(Node::Map(item)) => {
+                        steps.push(PathStep::Key(seg.to_owned()));
+                        node = Some(item);
+                    }
+                    Some(Node::Any) => {
+                        steps.push(match seg.parse::<usize>() {
+                            Ok(index) => index_step(index),
+                            Err(_) => PathStep::Attr(seg.to_owned()),
+                        });
+                    }
+                    _ => return Err(format!("{dotted}: {} has no fields", upto())),
+                }
+            }
+            if let Some(Node::Object(l)) = node {
+                level = Some(l);
+            }
+        }
+        Ok((steps, sensitive))
+    }
+
     /// Every Secret reference in `spec.forProvider`, each once, in order of appearance, so
     /// the caller can fetch those Secrets before [`FieldMap::spec_to_tf`]. Fields the schema
     /// does not know are skipped here; `spec_to_tf` reports them.

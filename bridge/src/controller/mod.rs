@@ -15,6 +15,7 @@
 //! annotation do.
 
 pub mod conditions;
+mod deps;
 mod deref;
 pub mod error;
 pub mod events;
@@ -36,6 +37,7 @@ use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt as _, watcher};
 
@@ -60,6 +62,8 @@ pub struct Context {
     pub resolver: Resolver,
     pub metrics: Arc<Metrics>,
     pub events: events::Publisher,
+    /// The dependency hub's index: which DependencyRequests read which objects.
+    pub hub_index: Arc<crate::hub::Index>,
     field_maps: Mutex<HashMap<(String, String, String), Arc<fields::FieldMap>>>,
     /// Consecutive transient failures per object UID, for backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -82,6 +86,7 @@ impl Context {
             pool,
             resolver,
             metrics,
+            hub_index: Arc::default(),
             field_maps: Mutex::default(),
             failures: Mutex::default(),
         }
@@ -215,7 +220,19 @@ pub async fn run_kind(
         label: label.clone(),
         kind: kind.clone(),
     });
+    // A change of one of this kind's DependencyRequests (resolved values) reconciles its
+    // consumer: the hub's answer arrives by watch.
+    let triggers = {
+        let ar = kind.resource.clone();
+        crate::hub::controller::consumer_triggers(
+            kctx.ctx.client.clone(),
+            &kind.resource.group,
+            &kind.resource.kind,
+        )
+        .map(move |(name, ns)| ObjectRef::new_with(&name, ar.clone()).within(&ns))
+    };
     Controller::for_stream_with(stream, reader, kind.resource.clone())
+        .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, kctx)

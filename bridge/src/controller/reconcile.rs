@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::conditions::{READY, SYNCED, Set, reason};
+use super::deps;
 use super::deref::{self, Provider, anyhow_chain};
 use super::error::{Error, Result};
 use super::fields::FieldMap;
@@ -301,11 +302,6 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
                 .into(),
         ));
     }
-    if !spec.values_from.is_empty() {
-        return Err(Error::InvalidSpec(
-            "spec.valuesFrom is not supported by this operator version; set the values in spec.forProvider".into(),
-        ));
-    }
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
     let p = deref::provider(&ctx, &kind, &run.namespace, spec.provider_config()).await?;
@@ -316,12 +312,24 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
         ty: resource.block.implied_type(),
         version: resource.version,
     };
+    let Some(for_provider) = deps::inputs(
+        run,
+        &p,
+        &kind.type_name,
+        &spec.for_provider,
+        &spec.values_from,
+    )
+    .await?
+    else {
+        return Ok(Action::await_change());
+    };
     let config = deref::resource_config(
         &ctx,
         &p,
         &kind.type_name,
         &run.namespace,
-        &spec.for_provider,
+        &for_provider,
+        !spec.values_from.is_empty(),
     )
     .await?;
     let Observed {
@@ -358,6 +366,7 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
             .write_if_changed(run, &t, &state, &private, completed)
             .await?;
         succeed(run, &t, &state);
+        publish(run, &t).await?;
         run.flush_status().await?;
         return Ok(spec.drift_action());
     }
@@ -405,6 +414,7 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
         }
         PlanAction::Replace => replace(run, spec, &t, &plan, &config, completed).await?,
     }
+    publish(run, &t).await?;
     run.flush_status().await?;
     Ok(spec.drift_action())
 }
@@ -502,8 +512,17 @@ async fn observe(
     Ok(found)
 }
 
+/// Publishes the outputs [`succeed`] recorded, as the object's StateDeclaration.
+async fn publish(run: &mut Run<'_>, t: &Target<'_>) -> Result<()> {
+    if let Some(state) = run.outputs.take() {
+        deps::publish(run, t.p, t.type_name, &state).await?;
+    }
+    Ok(())
+}
+
 /// The status of a pass that left the object as the spec says.
 fn succeed(run: &mut Run<'_>, t: &Target<'_>, state: &Value) {
+    run.outputs = Some(state.clone());
     let json = to_kube_json(state);
     run.set_status_field("atProvider", t.fields().state_to_status(&json));
     let id = json.get("id").and_then(Json::as_str).map(|s| json!(s));
@@ -646,11 +665,28 @@ async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     if !run.has_finalizer() {
         return Ok(Action::await_change());
     }
+    let readers = deps::readers(run);
+    if !readers.is_empty() {
+        let message = format!(
+            "deletion waits: {} still take values from this object; they are deleted first (or annotate {}=true)",
+            readers.join(", "),
+            crate::hub::FORCE_DELETE_ANNOTATION
+        );
+        let first =
+            condition(&run.status, READY).is_none_or(|(_, r, m)| r != deps::IN_USE || m != message);
+        run.set_conditions(&[Set::new(READY, false, deps::IN_USE, message.clone())]);
+        run.flush_status().await?;
+        if first {
+            run.event(false, deps::IN_USE, message).await;
+        }
+        return Ok(Action::requeue(std::time::Duration::from_secs(2)));
+    }
     let orphan = spec.deletion_policy.as_deref() == Some("Orphan") || spec.observe_only();
     if !orphan {
         destroy(run, spec).await?;
     }
     run.delete_state().await?;
+    deps::retire(run).await?;
     run.patch_metadata(&[], false).await?;
     if orphan {
         run.event(
@@ -703,6 +739,7 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
             &kind.type_name,
             &run.namespace,
             &spec.for_provider,
+            false,
         )
         .await
         .unwrap_or(Value::Null);

@@ -22,6 +22,8 @@ pub struct Run<'a> {
     pub namespace: String,
     pub name: String,
     pub status: Json,
+    /// The provider state a successful pass left, to publish as the StateDeclaration.
+    pub outputs: Option<crate::value::Value>,
 }
 
 impl<'a> Run<'a> {
@@ -43,6 +45,7 @@ impl<'a> Run<'a> {
             namespace,
             name,
             status,
+            outputs: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! files equal to [`crds`]; `KRAKEN_UPDATE_GOLDEN=1 cargo test -p kraken-bridge --lib core_kinds` (or `scripts/generate.sh`)
 //! rewrites them.
 
+pub mod hub;
 pub mod provider;
 pub mod provider_config;
 
@@ -17,6 +18,7 @@ use kraken_codegen::output::{HEADER, file_name};
 use kube::CustomResourceExt as _;
 use serde_json::json;
 
+pub use hub::{ConfigExport, DependencyRequest, StateDeclaration};
 pub use provider::{InstalledKind, Provider, ProviderSpec, ProviderStatus};
 pub use provider_config::{ProviderConfig, ProviderConfigSpec, ProviderConfigStatus};
 
@@ -35,7 +37,13 @@ fn to_yaml(value: &serde_json::Value) -> String {
 
 /// Every core CRD, in file-name order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Provider::crd(), ProviderConfig::crd()]
+    vec![
+        ConfigExport::crd(),
+        DependencyRequest::crd(),
+        Provider::crd(),
+        ProviderConfig::crd(),
+        StateDeclaration::crd(),
+    ]
 }
 
 /// The files of `generated-crds/core/`: (file name, YAML text), the kustomization last.

@@ -111,6 +111,28 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 let _ = prov_stop.wait_for(|s| *s).await;
             },
         ));
+        let mut hub_stop = stop_rx.clone();
+        let hub = tokio::spawn(crate::hub::controller::run(
+            Arc::new(crate::hub::controller::Hub {
+                client: client.clone(),
+                index: ctx.hub_index.clone(),
+                metrics: metrics.clone(),
+            }),
+            async move {
+                let _ = hub_stop.wait_for(|s| *s).await;
+            },
+        ));
+        let mut export_stop = stop_rx.clone();
+        let exports = tokio::spawn(crate::hub::export::run(
+            Arc::new(crate::hub::export::Exporter {
+                client: client.clone(),
+                metrics: metrics.clone(),
+                ctx: ctx.clone(),
+            }),
+            async move {
+                let _ = export_stop.wait_for(|s| *s).await;
+            },
+        ));
         let supervisor = tokio::spawn(supervise_kinds(ctx.clone(), opts.concurrency, stop_rx));
         let lost = async {
             match leadership.as_mut() {
@@ -134,6 +156,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         if let Err(err) = providers.await {
             tracing::error!("Provider controller failed: {err}");
+        }
+        if let Err(err) = hub.await {
+            tracing::error!("dependency hub failed: {err}");
+        }
+        if let Err(err) = exports.await {
+            tracing::error!("ConfigExport controller failed: {err}");
         }
         metrics.set_leader(false);
         if exiting {

@@ -1,0 +1,342 @@
+//! A managed resource in the dependency hub (DESIGN §5): as a consumer, its `spec.valuesFrom`
+//! becomes a DependencyRequest whose resolved values are merged into `spec.forProvider`; as
+//! a producer, it publishes its outputs as the StateDeclaration `<kind>-<name>`, and its
+//! deletion waits while other objects still read them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use serde_json::{Value as Json, json};
+
+use super::conditions::{READY, SYNCED, Set};
+use super::deref::Provider;
+use super::error::{Error, Result};
+use super::fields::{FieldError, set_json_path};
+use super::write::Run;
+use crate::core_kinds::hub::{
+    ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec, ValueReference,
+};
+use crate::hub::controller::{Values, drop_request, request_values};
+use crate::hub::{FORCE_DELETE_ANNOTATION, ObjectKey, SourceKind, object_key, outputs_secret_name};
+use crate::value::kube::to_kube_json;
+use crate::value::{PathStep, Type, Value};
+
+/// Field manager of the StateDeclarations and their Secrets.
+const MANAGER: &str = "kraken";
+/// `status.dependencyRequest`: the name of the object's request while it has one.
+const STATUS_REQUEST: &str = "dependencyRequest";
+/// Reason on `Ready` while references are not resolved.
+pub const WAITING: &str = "WaitingForDependencies";
+/// Reason on `Ready` while a deletion waits for consumers.
+pub const IN_USE: &str = "InUse";
+
+fn consumer(run: &Run<'_>) -> ObjectReference {
+    ObjectReference {
+        api_version: run.k.kind.resource.api_version.clone(),
+        kind: run.k.kind.resource.kind.clone(),
+        name: run.name.clone(),
+        uid: run.obj.uid().unwrap_or_default(),
+    }
+}
+
+/// `spec.forProvider` with the values of `spec.valuesFrom` merged in, or `None` while they
+/// are not resolved (the status then says why; the request's change retriggers).
+pub async fn inputs(
+    run: &mut Run<'_>,
+    p: &Provider,
+    type_name: &str,
+    for_provider: &Json,
+    values_from: &[Json],
+) -> Result<Option<Json>> {
+    let had_request = run.status.get(STATUS_REQUEST).is_some();
+    if values_from.is_empty() && !had_request {
+        return Ok(Some(for_provider.clone()));
+    }
+    let schema = p.resource(type_name)?;
+    let ty = schema.block.implied_type();
+    let mut references = Vec::with_capacity(values_from.len());
+    for (i, entry) in values_from.iter().enumerate() {
+        let mut r: ValueReference = serde_json::from_value(entry.clone())
+            .map_err(|e| Error::InvalidSpec(format!("spec.valuesFrom[{i}]: {e}")))?;
+        let (steps, sensitive) = p
+            .fields
+            .argument(&r.path)
+            .map_err(|m| Error::InvalidSpec(format!("spec.valuesFrom[{i}].path: {m}")))?;
+        r.r#type = Some(reference_type(type_at(&ty, &steps)));
+        r.sensitive = sensitive;
+        references.push(r);
+    }
+    let ctx = run.k.ctx.clone();
+    let values = request_values(
+        &ctx.client,
+        &ctx.metrics,
+        &run.namespace,
+        &consumer(run),
+        &run.k.kind.resource.group,
+        references,
+    )
+    .await?;
+    match values {
+        Values::None => {
+            run.set_status_field(STATUS_REQUEST, Json::Null);
+            Ok(Some(for_provider.clone()))
+        }
+        Values::Waiting { reason, message } => {
+            run.set_status_field(
+                STATUS_REQUEST,
+                json!(object_key(&run.k.kind.resource.kind, &run.name)),
+            );
+            let message = if reason == WAITING {
+                message
+            } else {
+                format!("{reason}: {message}")
+            };
+            let previous = run
+                .status
+                .get("conditions")
+                .and_then(Json::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == SYNCED))
+                .map(|c| c["message"].as_str().unwrap_or_default().to_owned());
+            run.set_conditions(&[
+                Set::new(
+                    READY,
+                    false,
+                    WAITING,
+                    "waiting for the values of spec.valuesFrom; see the Synced condition",
+                ),
+                Set::new(SYNCED, false, WAITING, message.clone()),
+            ]);
+            run.flush_status().await?;
+            if previous.as_deref() != Some(message.as_str()) && reason != WAITING {
+                run.event(true, WAITING, message).await;
+            }
+            Ok(None)
+        }
+        Values::Ready { values, .. } => {
+            run.set_status_field(
+                STATUS_REQUEST,
+                json!(object_key(&run.k.kind.resource.kind, &run.name)),
+            );
+            let mut merged = match for_provider {
+                Json::Object(_) => for_provider.clone(),
+                _ => json!({}),
+            };
+            for (path, value) in values {
+                set_json_path(&mut merged, &path, value).map_err(|e| match e {
+                    FieldError::AlreadySet { path } => Error::InvalidSpec(format!(
+                        "spec.valuesFrom: {path} is also set in spec.forProvider; set each argument in one place"
+                    )),
+                    other => Error::InvalidSpec(format!("spec.valuesFrom: {other}")),
+                })?;
+            }
+            Ok(Some(merged))
+        }
+    }
+}
+
+/// The type at a Terraform path below `ty`.
+fn type_at(ty: &Type, steps: &[PathStep]) -> Type {
+    let mut at = ty.clone();
+    for step in steps {
+        at = match (&at, step) {
+            (Type::Object(o), PathStep::Attr(name)) => {
+                o.attributes.get(name).cloned().unwrap_or(Type::Dynamic)
+            }
+            (Type::List(e) | Type::Set(e) | Type::Map(e), _) => (**e).clone(),
+            (Type::Tuple(items), PathStep::Index(i)) => usize::try_from(*i)
+                .ok()
+                .and_then(|i| items.get(i).cloned())
+                .unwrap_or(Type::Dynamic),
+            _ => Type::Dynamic,
+        };
+    }
+    at
+}
+
+/// What the hub converts a value to: the argument's type, or `dynamic` (take the value as
+/// it is) where objects are involved, whose attributes the spec names in Kubernetes names.
+fn reference_type(ty: Type) -> Json {
+    fn has_object(t: &Type) -> bool {
+        match t {
+            Type::Object(_) | Type::Tuple(_) | Type::Dynamic => true,
+            Type::List(e) | Type::Set(e) | Type::Map(e) => has_object(e),
+            _ => false,
+        }
+    }
+    if has_object(&ty) {
+        json!("dynamic")
+    } else {
+        ty.to_json()
+    }
+}
+
+/// Publishes the object's outputs: `state` (the provider's) as the StateDeclaration
+/// `<kind>-<name>`, sensitive attributes into the Secret `<kind>-<name>-outputs`. Writes only
+/// what changed.
+pub async fn publish(run: &Run<'_>, p: &Provider, type_name: &str, state: &Value) -> Result<()> {
+    let json = to_kube_json(state);
+    let outputs = p.fields.state_to_status(&json);
+    let schema = p.resource(type_name)?;
+    let names =
+        kraken_codegen::names::field_names(schema.block.attributes.keys().map(String::as_str));
+    let mut secret_values: BTreeMap<String, ByteString> = BTreeMap::new();
+    for (tf, attr) in &schema.block.attributes {
+        if !attr.sensitive {
+            continue;
+        }
+        let Some(v) = json.get(tf).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let kube = names.to_kube(tf).unwrap_or(tf).to_owned();
+        secret_values.insert(kube, ByteString(v.to_string().into_bytes()));
+    }
+    let ctx = &run.k.ctx;
+    let name = object_key(&run.k.kind.resource.kind, &run.name);
+    let secret_name = outputs_secret_name(&name);
+    let owner = OwnerReference {
+        api_version: run.k.kind.resource.api_version.clone(),
+        kind: run.k.kind.resource.kind.clone(),
+        name: run.name.clone(),
+        uid: run.obj.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    let spec = StateDeclarationSpec {
+        producer: consumer(run),
+        outputs,
+        sensitive: (!secret_values.is_empty()).then(|| SensitiveOutputs {
+            secret_name: secret_name.clone(),
+            keys: secret_values.keys().cloned().collect(),
+        }),
+    };
+    if !secret_values.is_empty() {
+        let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &run.namespace);
+        let current = secrets.get_opt(&secret_name).await?;
+        if current.as_ref().and_then(|s| s.data.as_ref()) != Some(&secret_values) {
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(secret_name.clone()),
+                    namespace: Some(run.namespace.clone()),
+                    owner_references: Some(vec![owner.clone()]),
+                    ..Default::default()
+                },
+                data: Some(secret_values),
+                type_: Some("Opaque".into()),
+                ..Default::default()
+            };
+            ctx.metrics.api_write("secrets", "apply");
+            secrets
+                .patch(
+                    &secret_name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(
+                        serde_json::to_value(&secret)
+                            .map_err(|e| Error::InvalidSpec(e.to_string()))?,
+                    ),
+                )
+                .await?;
+        }
+    }
+    let api: Api<StateDeclaration> = Api::namespaced(ctx.client.clone(), &run.namespace);
+    if api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec) {
+        return Ok(());
+    }
+    let mut sd = StateDeclaration::new(&name, spec);
+    sd.metadata.namespace = Some(run.namespace.clone());
+    sd.metadata.owner_references = Some(vec![owner]);
+    ctx.metrics.api_write("statedeclarations", "apply");
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(serde_json::to_value(&sd).map_err(|e| Error::InvalidSpec(e.to_string()))?),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The consumers that still read this object's outputs (their DependencyRequests' names),
+/// unless it is annotated `kraken.dev/force-delete`.
+pub fn readers(run: &Run<'_>) -> Vec<String> {
+    if run
+        .annotation(FORCE_DELETE_ANNOTATION)
+        .is_some_and(|v| v != "false")
+    {
+        return Vec::new();
+    }
+    let own = object_key(&run.k.kind.resource.kind, &run.name);
+    run.k
+        .ctx
+        .hub_index
+        .readers(
+            &run.namespace,
+            &ObjectKey(SourceKind::StateDeclaration, own.clone()),
+        )
+        .into_iter()
+        .filter(|r| *r != own)
+        .collect()
+}
+
+/// After a deletion: the object's request, StateDeclaration and outputs Secret go too
+/// (nothing else collects them where no controller manager runs).
+pub async fn retire(run: &Run<'_>) -> Result<()> {
+    let ctx = &run.k.ctx;
+    let name = object_key(&run.k.kind.resource.kind, &run.name);
+    drop_request(&ctx.client, &ctx.metrics, &run.namespace, &name).await?;
+    let dp = DeleteParams::default();
+    let ignore_missing = |r: std::result::Result<_, kube::Error>| match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::from(e)),
+    };
+    ctx.metrics.api_write("statedeclarations", "delete");
+    ignore_missing(
+        Api::<StateDeclaration>::namespaced(ctx.client.clone(), &run.namespace)
+            .delete(&name, &dp)
+            .await
+            .map(|_| ()),
+    )?;
+    ignore_missing(
+        Api::<Secret>::namespaced(ctx.client.clone(), &run.namespace)
+            .delete(&outputs_secret_name(&name), &dp)
+            .await
+            .map(|_| ()),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_types_follow_the_schema() {
+        let ty = Type::object([
+            ("length", Type::Number),
+            ("keepers", Type::map(Type::String)),
+            ("rules", Type::list(Type::object([("port", Type::Number)]))),
+        ]);
+        let at = |steps: &[PathStep]| reference_type(type_at(&ty, steps));
+        assert_eq!(at(&[PathStep::Attr("length".into())]), json!("number"));
+        assert_eq!(
+            at(&[PathStep::Attr("keepers".into())]),
+            json!(["map", "string"])
+        );
+        assert_eq!(
+            at(&[PathStep::Attr("keepers".into()), PathStep::Key("a".into())]),
+            json!("string")
+        );
+        assert_eq!(at(&[PathStep::Attr("rules".into())]), json!("dynamic"));
+        assert_eq!(
+            at(&[
+                PathStep::Attr("rules".into()),
+                PathStep::Index(0),
+                PathStep::Attr("port".into())
+            ]),
+            json!("number")
+        );
+    }
+}

@@ -18,7 +18,8 @@ use super::error::{Error, Result};
 use super::fields::{FieldError, set_json_path};
 use super::write::Run;
 use crate::core_kinds::hub::{
-    ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec, ValueReference,
+    DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
+    ValueReference,
 };
 use crate::hub::controller::{Values, drop_request, request_values};
 use crate::hub::{FORCE_DELETE_ANNOTATION, ObjectKey, SourceKind, object_key, outputs_secret_name};
@@ -69,6 +70,11 @@ pub async fn inputs(
         r.r#type = Some(reference_type(type_at(&ty, &steps)));
         r.sensitive = sensitive;
         references.push(r);
+    }
+    // The request must go when the object goes: the finalizer first, so its deletion runs
+    // the cleanup that deletes the request.
+    if !values_from.is_empty() && !run.has_finalizer() {
+        run.patch_metadata(&[], true).await?;
     }
     let ctx = run.k.ctx.clone();
     let values = request_values(
@@ -260,24 +266,30 @@ pub async fn publish(run: &Run<'_>, p: &Provider, type_name: &str, state: &Value
 
 /// The consumers that still read this object's outputs (their DependencyRequests' names),
 /// unless it is annotated `kraken.dev/force-delete`.
-pub fn readers(run: &Run<'_>) -> Vec<String> {
+pub async fn readers(run: &Run<'_>) -> Result<Vec<String>> {
     if run
         .annotation(FORCE_DELETE_ANNOTATION)
         .is_some_and(|v| v != "false")
     {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let own = object_key(&run.k.kind.resource.kind, &run.name);
-    run.k
-        .ctx
-        .hub_index
-        .readers(
-            &run.namespace,
-            &ObjectKey(SourceKind::StateDeclaration, own.clone()),
-        )
-        .into_iter()
-        .filter(|r| *r != own)
-        .collect()
+    let index = &run.k.ctx.hub_index;
+    let listed = index.readers(
+        &run.namespace,
+        &ObjectKey(SourceKind::StateDeclaration, own.clone()),
+    );
+    // The index can lag a deletion by a moment: a reader counts only while its request exists.
+    let api: Api<DependencyRequest> = Api::namespaced(run.k.ctx.client.clone(), &run.namespace);
+    let mut out = Vec::new();
+    for r in listed.into_iter().filter(|r| *r != own) {
+        if api.get_opt(&r).await?.is_some() {
+            out.push(r);
+        } else {
+            index.forget(&run.namespace, &r);
+        }
+    }
+    Ok(out)
 }
 
 /// After a deletion: the object's request, StateDeclaration and outputs Secret go too

@@ -665,10 +665,10 @@ async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     if !run.has_finalizer() {
         return Ok(Action::await_change());
     }
-    let readers = deps::readers(run);
+    let readers = deps::readers(run).await?;
     if !readers.is_empty() {
         let message = format!(
-            "deletion waits: {} still take values from this object; they are deleted first (or annotate {}=true)",
+            "deletion waits: values of this object are still read by {}; they are deleted first (or annotate {}=true)",
             readers.join(", "),
             crate::hub::FORCE_DELETE_ANNOTATION
         );

@@ -45,6 +45,24 @@ pub struct Hub {
     pub client: Client,
     pub index: Arc<Index>,
     pub metrics: Arc<Metrics>,
+    /// Requests to resolve again: the other members of a cycle one request found.
+    retrigger: tokio::sync::mpsc::UnboundedSender<ObjectRef<DependencyRequest>>,
+    retriggered: std::sync::Mutex<
+        Option<tokio::sync::mpsc::UnboundedReceiver<ObjectRef<DependencyRequest>>>,
+    >,
+}
+
+impl Hub {
+    pub fn new(client: Client, index: Arc<Index>, metrics: Arc<Metrics>) -> Self {
+        let (retrigger, rx) = tokio::sync::mpsc::unbounded_channel();
+        Self {
+            client,
+            index,
+            metrics,
+            retrigger,
+            retriggered: std::sync::Mutex::new(Some(rx)),
+        }
+    }
 }
 
 /// Runs the DependencyRequest controller until `shutdown` resolves.
@@ -82,7 +100,18 @@ pub async fn run(
         .default_backoff()
         .touched_objects();
     tracing::info!("starting the dependency hub");
+    let rx = hub
+        .retriggered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let again = futures::stream::unfold(rx, |rx| async move {
+        let mut rx = rx?;
+        let next = rx.recv().await?;
+        Some((next, Some(rx)))
+    });
     Controller::for_stream(requests, reader)
+        .reconcile_on(again)
         .watches_stream(
             sds,
             readers(SourceKind::StateDeclaration, hub.index.clone()),
@@ -160,6 +189,20 @@ async fn reconcile(dr: Arc<DependencyRequest>, hub: Arc<Hub>) -> Result<Action, 
 
     let mut failures: Vec<Failure> = Vec::new();
     if let Some(cycle) = find_cycle(&name, &|n| hub.index.declarations_read_by(&ns, n)) {
+        // The other members may have been resolved before this one was known: again, once
+        // (when this request first finds the cycle, so two members do not ping-pong).
+        let known = dr.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == READY && c.reason == reason::CYCLE)
+        });
+        for member in &cycle {
+            if !known && *member != name {
+                let _ = hub
+                    .retrigger
+                    .send(ObjectRef::<DependencyRequest>::new(member).within(&ns));
+            }
+        }
         failures.push(Failure::new(
             reason::CYCLE,
             format!("the references form a cycle: {}", cycle.join(" → ")),

@@ -113,11 +113,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         ));
         let mut hub_stop = stop_rx.clone();
         let hub = tokio::spawn(crate::hub::controller::run(
-            Arc::new(crate::hub::controller::Hub {
-                client: client.clone(),
-                index: ctx.hub_index.clone(),
-                metrics: metrics.clone(),
-            }),
+            Arc::new(crate::hub::controller::Hub::new(
+                client.clone(),
+                ctx.hub_index.clone(),
+                metrics.clone(),
+            )),
             async move {
                 let _ = hub_stop.wait_for(|s| *s).await;
             },

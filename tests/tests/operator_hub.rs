@@ -403,6 +403,49 @@ fn bad_references_cycles_and_deletion_in_use() -> anyhow::Result<()> {
             "only p1 and user exist in the cloud"
         );
 
+        // A ConfigExport never overwrites what it did not make, and never puts a Secret's
+        // value into a ConfigMap.
+        apply(
+            bed,
+            &[
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": ns},
+                       "stringData": {"token": "s3cr3t-token"}}),
+                json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ConfigExport",
+                       "metadata": {"name": "clash", "namespace": ns},
+                       "spec": {"target": {"kind": "ConfigMap", "name": "sizes"},
+                                "data": [{"key": "x", "template": "literal"}]}}),
+                json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ConfigExport",
+                       "metadata": {"name": "leak", "namespace": ns},
+                       "spec": {"target": {"kind": "ConfigMap", "name": "leak"},
+                                "data": [{"key": "t", "secretKeyRef": {"name": "creds", "key": "token"}}]}}),
+            ],
+        )?;
+        let (m, _) = wait_condition(
+            bed,
+            "configexport",
+            "clash",
+            "Ready",
+            "False",
+            "TargetNotOwned",
+        )?;
+        ensure!(m.contains("sizes"), "TargetNotOwned names the target: {m}");
+        ensure!(
+            bed.cp.get_json(&ns, "configmap", "sizes")?["data"]["x"].is_null(),
+            "the unowned ConfigMap is untouched"
+        );
+        wait_condition(
+            bed,
+            "configexport",
+            "leak",
+            "Ready",
+            "False",
+            "SensitiveValue",
+        )?;
+        ensure!(
+            bed.cp.get_json_opt(&ns, "configmap", "leak")?.is_none(),
+            "no ConfigMap with a Secret's value"
+        );
+
         // A waiting consumer does not hot-loop: the operator's reconciles of tm stay few
         // over 5 s, then fixing the ConfigMap is picked up by watch.
         let before = bed.op.metric("kraken_reconcile_runs_total")?;

@@ -1,0 +1,260 @@
+//! Dependency hub benchmark: `cargo bench -p kraken-tests --bench hub`.
+//!
+//! One producer (a fixture Object) and N consumers (fixture Objects whose `tags.size` comes
+//! from the producer's `size` output through `spec.valuesFrom`). After all are Ready, the
+//! producer's `size` changes (an in-place update); the clock runs from that `kubectl patch`
+//! until every consumer is Ready at its generation with the new value in
+//! `status.atProvider.tags.size`, each consumer's time taken when the poll (the kube client,
+//! every 100 ms) first sees it so. Also counted: the API objects the hub adds per reference and
+//! the operator's API writes (`kraken_api_writes_total`, by resource) for creating the
+//! consumers and for one propagation. A real kube-apiserver + etcd, the release operator, the
+//! fixture provider (protocol 6) writing its ledger.
+//!
+//! Knobs: `KRAKEN_BENCH_HUB_CONSUMERS` (default 1000), `KRAKEN_BENCH_HUB_CHANGES` (propagations
+//! measured, default 3; the table reports the median).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use kraken_tests::operator::bed::{OBJECTS, yaml_documents};
+use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions, metric_samples};
+use serde_json::{Value, json};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> anyhow::Result<T> {
+    match std::env::var(key) {
+        Ok(v) => v
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{key} must be a number, got {v:?}")),
+        Err(_) => Ok(default),
+    }
+}
+
+/// kraken_api_writes_total by resource (Lease renewals excluded).
+fn writes(op: &Operator) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut out = BTreeMap::new();
+    for (labels, v) in metric_samples(&op.metrics()?, "kraken_api_writes_total") {
+        let resource = labels
+            .iter()
+            .find(|(k, _)| k == "resource")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        if resource != "leases" {
+            *out.entry(resource).or_insert(0.0) += v;
+        }
+    }
+    Ok(out)
+}
+
+fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>, per: f64) -> (f64, String) {
+    let mut total = 0.0;
+    let mut parts = Vec::new();
+    for (k, v) in after {
+        let d = v - before.get(k).copied().unwrap_or(0.0);
+        if d > 0.0 {
+            total += d;
+            parts.push(format!("{k} {:.2}", d / per));
+        }
+    }
+    (total / per, parts.join(", "))
+}
+
+fn consumer(ns: &str, i: usize) -> Value {
+    json!({"apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object",
+           "metadata": {"name": format!("c{i}"), "namespace": ns},
+           "spec": {"forProvider": {"name": format!("c{i}"), "size": 1},
+                    "driftInterval": "0",
+                    "valuesFrom": [{"path": "tags.size", "resource": {"kind": "Object", "name": "producer", "path": "size"}}]}})
+}
+
+async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Polls the consumers every 100 ms until all are Ready at their generation with
+/// `tags.size == want`; returns each one's time since `start`.
+async fn wait_consumers(
+    client: &kube::Client,
+    ns: &str,
+    n: usize,
+    want: &str,
+    start: Instant,
+    timeout: Duration,
+) -> anyhow::Result<Vec<Duration>> {
+    use kube::api::{Api, DynamicObject, ListParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("fixture.tf.kraken.dev", "v1alpha1", "Object"),
+        "objects",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let mut seen: BTreeMap<String, Duration> = BTreeMap::new();
+    loop {
+        let list = api.list(&ListParams::default()).await?;
+        let now = start.elapsed();
+        for o in list.items {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            if name == "producer" || seen.contains_key(&name) {
+                continue;
+            }
+            let status = &o.data["status"];
+            let current = status["observedGeneration"].as_i64() == o.metadata.generation;
+            let ready = status["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            if current && ready && status["atProvider"]["tags"]["size"] == want {
+                seen.insert(name, now);
+            }
+        }
+        if seen.len() >= n {
+            return Ok(seen.into_values().collect());
+        }
+        if start.elapsed() > timeout {
+            bail!(
+                "only {} of {n} consumers had size {want} after {timeout:?}",
+                seen.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn pct(v: &[Duration], p: f64) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v.get(i).copied().unwrap_or_default()
+}
+
+fn main() -> anyhow::Result<()> {
+    let n: usize = env_or("KRAKEN_BENCH_HUB_CONSUMERS", 1000)?;
+    let changes: usize = env_or("KRAKEN_BENCH_HUB_CHANGES", 3)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let opts = OperatorOptions {
+        label: "hub".into(),
+        rust_log: "warn".into(),
+        leader_elect: false,
+        ..OperatorOptions::default()
+    };
+    let bed = FixtureBed::start("bench-hub", opts)?;
+    let result = (|| -> anyhow::Result<()> {
+        let ns = bed.ns.clone();
+        let kc = rt.block_on(client(bed.cp.kubeconfig()))?;
+        bed.apply_object(
+            "producer",
+            json!({"forProvider": {"name": "producer", "size": 1}}),
+        )?;
+        bed.wait_reconciled("producer", Duration::from_secs(60))?;
+
+        let before_create = writes(&bed.op)?;
+        let t = Instant::now();
+        let docs: Vec<Value> = (0..n).map(|i| consumer(&ns, i)).collect();
+        for chunk in docs.chunks(200) {
+            bed.apply(&yaml_documents(chunk))?;
+        }
+        rt.block_on(wait_consumers(
+            &kc,
+            &ns,
+            n,
+            "1",
+            t,
+            Duration::from_secs(1800),
+        ))?;
+        let created_in = t.elapsed();
+        std::thread::sleep(Duration::from_secs(3));
+        let (create_writes, create_breakdown) = diff(&writes(&bed.op)?, &before_create, n as f64);
+        let count = |what: &str| -> anyhow::Result<usize> {
+            Ok(bed
+                .cp
+                .kubectl(&["get", what, "-n", &ns, "-o", "name"])?
+                .lines()
+                .count())
+        };
+        let (drs, sds) = (count("dependencyrequests")?, count("statedeclarations")?);
+        eprintln!(
+            "{n} consumers Ready in {:.1} s; {drs} DependencyRequests, {sds} StateDeclarations",
+            created_in.as_secs_f64()
+        );
+
+        let mut rows = Vec::new();
+        for c in 0..changes {
+            let size = c + 2;
+            let before = writes(&bed.op)?;
+            let start = Instant::now();
+            bed.cp.kubectl(&[
+                "patch",
+                OBJECTS,
+                "producer",
+                "-n",
+                &ns,
+                "--type=merge",
+                "-p",
+                &format!(r#"{{"spec":{{"forProvider":{{"size":{size}}}}}}}"#),
+            ])?;
+            let times = rt.block_on(wait_consumers(
+                &kc,
+                &ns,
+                n,
+                &size.to_string(),
+                start,
+                Duration::from_secs(600),
+            ))?;
+            std::thread::sleep(Duration::from_secs(3));
+            let (w, breakdown) = diff(&writes(&bed.op)?, &before, n as f64);
+            let all = times.iter().max().copied().unwrap_or_default();
+            eprintln!(
+                "change {}: all {n} consumers at size {size} in {:.2} s (p50 {:.2} s, p90 {:.2} s), {w:.2} writes/consumer ({breakdown})",
+                c + 1,
+                all.as_secs_f64(),
+                pct(&times, 0.5).as_secs_f64(),
+                pct(&times, 0.9).as_secs_f64()
+            );
+            rows.push((
+                all,
+                pct(&times, 0.5),
+                pct(&times, 0.9),
+                pct(&times, 0.0),
+                w,
+                breakdown,
+            ));
+        }
+        rows.sort_by_key(|r| r.0);
+        let mid = rows.get(rows.len() / 2).context("no changes measured")?;
+        println!(
+            "### One producer, {n} consumers: output change → all consumers Ready with the new value ({changes} changes, median by total)\n"
+        );
+        println!(
+            "| consumers | all Ready s | p50 per consumer s | p90 s | first s | writes per consumer | target |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        println!(
+            "| {n} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} ({}) | all < 30 s, p50 < 1 s |",
+            mid.0.as_secs_f64(),
+            mid.1.as_secs_f64(),
+            mid.2.as_secs_f64(),
+            mid.3.as_secs_f64(),
+            mid.4,
+            mid.5
+        );
+        println!();
+        println!("### What a reference costs\n");
+        println!(
+            "| consumers | created and Ready s | DependencyRequests | StateDeclarations | writes per consumer created |"
+        );
+        println!("|---|---|---|---|---|");
+        println!(
+            "| {n} | {:.1} | {drs} | {sds} | {create_writes:.2} ({create_breakdown}) |",
+            created_in.as_secs_f64()
+        );
+        Ok(())
+    })();
+    bed.finish(result)
+}

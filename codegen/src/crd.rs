@@ -297,6 +297,19 @@ fn status_schema(ir: &KindIr) -> Json {
                        "paths": {"type": "array", "items": {"type": "string"},
                                  "description": "The argument paths that change."}}}),
         );
+        properties.insert(
+            "dependencyRequest".into(),
+            json!({"type": "string",
+                   "description": "The DependencyRequest (same namespace) that resolves spec.valuesFrom, while there is one."}),
+        );
+        properties.insert(
+            "stateDeclaration".into(),
+            json!({"type": "object",
+                   "description": "The StateDeclaration publishing this object's outputs for others to reference.",
+                   "properties": {
+                       "name": {"type": "string", "description": "Its name, <kind>-<name>."},
+                       "hash": {"type": "string", "description": "A hash of what was last published, to skip unchanged writes."}}}),
+        );
     }
     json!({"type": "object", "description": "The observed state.", "properties": properties})
 }

@@ -4,8 +4,8 @@
 //! from the producer's `size` output through `spec.valuesFrom`). After all are Ready, the
 //! producer's `size` changes (an in-place update); the clock runs from that `kubectl patch`
 //! until every consumer is Ready at its generation with the new value in
-//! `status.atProvider.tags.size`, each consumer's time taken when the poll (the kube client,
-//! every 100 ms) first sees it so. Also counted: the API objects the hub adds per reference and
+//! `status.atProvider.tags.size`, each consumer's time taken when a watch (the kube client)
+//! first sees it so. Also counted: the API objects the hub adds per reference and
 //! the operator's API writes (`kraken_api_writes_total`, by resource) for creating the
 //! consumers and for one propagation. A real kube-apiserver + etcd, the release operator, the
 //! fixture provider (protocol 6) writing its ledger.
@@ -76,8 +76,9 @@ async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Polls the consumers every 100 ms until all are Ready at their generation with
-/// `tags.size == want`; returns each one's time since `start`.
+/// Watches the consumers until all are Ready at their generation with `tags.size == want`;
+/// returns each one's time since `start` (a watch, not a poll: listing 1,000 objects ten
+/// times a second would load the API server more than the hub does).
 async fn wait_consumers(
     client: &kube::Client,
     ns: &str,
@@ -86,42 +87,46 @@ async fn wait_consumers(
     start: Instant,
     timeout: Duration,
 ) -> anyhow::Result<Vec<Duration>> {
-    use kube::api::{Api, DynamicObject, ListParams};
+    use futures::StreamExt as _;
+    use kube::api::{Api, DynamicObject};
     use kube::core::{ApiResource, GroupVersionKind};
+    use kube::runtime::{WatchStreamExt as _, watcher};
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("fixture.tf.kraken.dev", "v1alpha1", "Object"),
         "objects",
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
     let mut seen: BTreeMap<String, Duration> = BTreeMap::new();
+    let stream = watcher(api, watcher::Config::default()).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    let deadline = tokio::time::sleep(timeout);
+    let mut deadline = std::pin::pin!(deadline);
     loop {
-        let list = api.list(&ListParams::default()).await?;
+        let o = tokio::select! {
+            next = stream.next() => match next {
+                Some(Ok(o)) => o,
+                Some(Err(e)) => bail!("watching the consumers: {e}"),
+                None => bail!("the watch ended"),
+            },
+            () = &mut deadline => bail!("only {} of {n} consumers had size {want} after {timeout:?}", seen.len()),
+        };
         let now = start.elapsed();
-        for o in list.items {
-            let name = o.metadata.name.clone().unwrap_or_default();
-            if name == "producer" || seen.contains_key(&name) {
-                continue;
+        let name = o.metadata.name.clone().unwrap_or_default();
+        if name == "producer" || seen.contains_key(&name) {
+            continue;
+        }
+        let status = &o.data["status"];
+        let current = status["observedGeneration"].as_i64() == o.metadata.generation;
+        let ready = status["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        if current && ready && status["atProvider"]["tags"]["size"] == want {
+            seen.insert(name, now);
+            if seen.len() >= n {
+                return Ok(seen.into_values().collect());
             }
-            let status = &o.data["status"];
-            let current = status["observedGeneration"].as_i64() == o.metadata.generation;
-            let ready = status["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
-            if current && ready && status["atProvider"]["tags"]["size"] == want {
-                seen.insert(name, now);
-            }
         }
-        if seen.len() >= n {
-            return Ok(seen.into_values().collect());
-        }
-        if start.elapsed() > timeout {
-            bail!(
-                "only {} of {n} consumers had size {want} after {timeout:?}",
-                seen.len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

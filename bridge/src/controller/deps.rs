@@ -30,6 +30,8 @@ use crate::value::{PathStep, Type, Value};
 const MANAGER: &str = "kraken";
 /// `status.dependencyRequest`: the name of the object's request while it has one.
 const STATUS_REQUEST: &str = "dependencyRequest";
+/// `status.stateDeclaration`: `{name, hash}` of what was last published.
+const STATUS_DECLARATION: &str = "stateDeclaration";
 /// Reason on `Ready` while references are not resolved.
 pub const WAITING: &str = "WaitingForDependencies";
 /// Reason on `Ready` while a deletion waits for consumers.
@@ -183,7 +185,12 @@ fn reference_type(ty: Type) -> Json {
 /// Publishes the object's outputs: `state` (the provider's) as the StateDeclaration
 /// `<kind>-<name>`, sensitive attributes into the Secret `<kind>-<name>-outputs`. Writes only
 /// what changed.
-pub async fn publish(run: &Run<'_>, p: &Provider, type_name: &str, state: &Value) -> Result<()> {
+pub async fn publish(
+    run: &mut Run<'_>,
+    p: &Provider,
+    type_name: &str,
+    state: &Value,
+) -> Result<()> {
     let json = to_kube_json(state);
     let outputs = p.fields.state_to_status(&json);
     let schema = p.resource(type_name)?;
@@ -219,6 +226,27 @@ pub async fn publish(run: &Run<'_>, p: &Provider, type_name: &str, state: &Value
             keys: secret_values.keys().cloned().collect(),
         }),
     };
+    // Without sensitive outputs, a hash of the StateDeclaration in status says whether it
+    // changed, without reading it (a no-op pass then costs no API call here). The hash covers
+    // no sensitive value: with sensitive outputs the objects are compared instead.
+    let hash = (secret_values.is_empty())
+        .then(|| {
+            serde_json::to_string(&spec).ok().map(|text| {
+                use std::hash::{Hash as _, Hasher as _};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                name.hash(&mut h);
+                text.hash(&mut h);
+                format!("{:016x}", h.finish())
+            })
+        })
+        .flatten();
+    let recorded = match &hash {
+        Some(h) => json!({"name": name, "hash": h}),
+        None => json!({"name": name}),
+    };
+    if hash.is_some() && run.status.get(STATUS_DECLARATION) == Some(&recorded) {
+        return Ok(());
+    }
     if !secret_values.is_empty() {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &run.namespace);
         let current = secrets.get_opt(&secret_name).await?;
@@ -249,6 +277,7 @@ pub async fn publish(run: &Run<'_>, p: &Provider, type_name: &str, state: &Value
     }
     let api: Api<StateDeclaration> = Api::namespaced(ctx.client.clone(), &run.namespace);
     if api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec) {
+        run.set_status_field(STATUS_DECLARATION, recorded);
         return Ok(());
     }
     let mut sd = StateDeclaration::new(&name, spec);
@@ -261,6 +290,7 @@ pub async fn publish(run: &Run<'_>, p: &Provider, type_name: &str, state: &Value
         &Patch::Apply(serde_json::to_value(&sd).map_err(|e| Error::InvalidSpec(e.to_string()))?),
     )
     .await?;
+    run.set_status_field(STATUS_DECLARATION, recorded);
     Ok(())
 }
 

@@ -50,9 +50,51 @@ pub struct Hub {
     retriggered: std::sync::Mutex<
         Option<tokio::sync::mpsc::UnboundedReceiver<ObjectRef<DependencyRequest>>>,
     >,
+    /// The resourceVersion of every StateDeclaration, from the metadata watch.
+    versions: std::sync::OnceLock<reflector::Store<PartialObjectMeta<StateDeclaration>>>,
+    /// StateDeclarations read, by (namespace, name), with their resourceVersion: one producer
+    /// read by a thousand requests is fetched once per change, not a thousand times.
+    declarations: std::sync::Mutex<HashMap<(String, String), (String, StateDeclaration)>>,
 }
 
 impl Hub {
+    /// The StateDeclaration `name` in `ns`: from the cache while its resourceVersion is the
+    /// one the watch last saw, else read.
+    async fn declaration(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<StateDeclaration>, kube::Error> {
+        let key = (ns.to_owned(), name.to_owned());
+        let current = self
+            .versions
+            .get()
+            .and_then(|s| s.get(&ObjectRef::new(name).within(ns)))
+            .and_then(|m| m.metadata.resource_version.clone());
+        if let Some(rv) = &current {
+            let cache = self.declarations.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((cached_rv, sd)) = cache.get(&key)
+                && cached_rv == rv
+            {
+                return Ok(Some(sd.clone()));
+            }
+        }
+        let sd = Api::<StateDeclaration>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await?;
+        let mut cache = self.declarations.lock().unwrap_or_else(|e| e.into_inner());
+        match &sd {
+            Some(sd) => {
+                let rv = sd.metadata.resource_version.clone().unwrap_or_default();
+                cache.insert(key, (rv, sd.clone()));
+            }
+            None => {
+                cache.remove(&key);
+            }
+        }
+        Ok(sd)
+    }
+
     pub fn new(client: Client, index: Arc<Index>, metrics: Arc<Metrics>) -> Self {
         let (retrigger, rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
@@ -61,6 +103,8 @@ impl Hub {
             metrics,
             retrigger,
             retriggered: std::sync::Mutex::new(Some(rx)),
+            versions: std::sync::OnceLock::new(),
+            declarations: std::sync::Mutex::default(),
         }
     }
 }
@@ -84,11 +128,14 @@ pub async fn run(
         })
         .touched_objects();
     let cfg = watcher::Config::default().any_semantic();
+    let (versions, versions_writer) = reflector::store();
+    let _ = hub.versions.set(versions);
     let sds = watcher(
         Api::<PartialObjectMeta<StateDeclaration>>::all(client.clone()),
         cfg.clone(),
     )
     .default_backoff()
+    .reflect(versions_writer)
     .touched_objects();
     let cms = watcher(
         Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
@@ -215,7 +262,7 @@ async fn reconcile(dr: Arc<DependencyRequest>, hub: Arc<Hub>) -> Result<Action, 
         for (r, p) in &parsed {
             let got = match p {
                 Err(f) => Err(f.clone()),
-                Ok(p) => resolve(&hub.client, &ns, &r.path, p, &mut fetched).await?,
+                Ok(p) => resolve(&hub, &ns, &r.path, p, &mut fetched).await?,
             };
             let got = got.and_then(|g| {
                 let secret = g.sensitive || r.sensitive;
@@ -296,21 +343,21 @@ async fn reconcile(dr: Arc<DependencyRequest>, hub: Arc<Hub>) -> Result<Action, 
 
 /// Resolves one parsed reference. `Ok(Err(_))` is a failure to report; `Err` an API error.
 async fn resolve(
-    client: &Client,
+    hub: &Hub,
     ns: &str,
     path: &str,
     p: &Parsed,
     fetched: &mut Fetched,
 ) -> Result<Result<Got, Failure>, kube::Error> {
     match p {
-        Parsed::Single(source) => read(client, ns, path, source, fetched).await,
+        Parsed::Single(source) => read(hub, ns, path, source, fetched).await,
         Parsed::Template(parts) => {
             let mut text = String::new();
             let mut secret = false;
             for part in parts {
                 match part {
                     Part::Text(t) => text.push_str(t),
-                    Part::Ref(source) => match read(client, ns, path, source, fetched).await? {
+                    Part::Ref(source) => match read(hub, ns, path, source, fetched).await? {
                         Ok(g) => {
                             secret |= g.sensitive;
                             text.push_str(&to_text(&g.value));
@@ -328,12 +375,13 @@ async fn resolve(
 }
 
 async fn read(
-    client: &Client,
+    hub: &Hub,
     ns: &str,
     path: &str,
     source: &Source,
     fetched: &mut Fetched,
 ) -> Result<Result<Got, Failure>, kube::Error> {
+    let client = &hub.client;
     let not_found = |what: String| {
         Ok(Err(Failure::new(
             reason::NOT_FOUND,
@@ -348,9 +396,7 @@ async fn read(
             let sd = match fetched.declarations.get(declaration) {
                 Some(sd) => sd.clone(),
                 None => {
-                    let sd = Api::<StateDeclaration>::namespaced(client.clone(), ns)
-                        .get_opt(declaration)
-                        .await?;
+                    let sd = hub.declaration(ns, declaration).await?;
                     fetched.declarations.insert(declaration.clone(), sd.clone());
                     sd
                 }

@@ -280,16 +280,45 @@ pub async fn publish(
         run.set_status_field(STATUS_DECLARATION, recorded);
         return Ok(());
     }
-    let mut sd = StateDeclaration::new(&name, spec);
-    sd.metadata.namespace = Some(run.namespace.clone());
-    sd.metadata.owner_references = Some(vec![owner]);
-    ctx.metrics.api_write("statedeclarations", "apply");
-    api.patch(
-        &name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(serde_json::to_value(&sd).map_err(|e| Error::InvalidSpec(e.to_string()))?),
-    )
-    .await?;
+    // A JSON patch replacing spec is cheaper for the API server than a server-side apply
+    // (no managed-fields merge). Never published (nothing in status): create; else patch.
+    let create = || {
+        let mut sd = StateDeclaration::new(&name, spec.clone());
+        sd.metadata.namespace = Some(run.namespace.clone());
+        sd.metadata.owner_references = Some(vec![owner.clone()]);
+        sd
+    };
+    let replace = json!([{"op": "replace", "path": "/spec", "value": spec}]);
+    let patch = serde_json::from_value(replace).map_err(|e| Error::InvalidSpec(e.to_string()))?;
+    let first = run.status.get(STATUS_DECLARATION).is_none();
+    let done = if first {
+        ctx.metrics.api_write("statedeclarations", "create");
+        match api
+            .create(&kube::api::PostParams::default(), &create())
+            .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(e)) if e.code == 409 => false,
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        false
+    };
+    if !done {
+        ctx.metrics.api_write("statedeclarations", "patch");
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::<Json>::Json(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 && !first => {
+                ctx.metrics.api_write("statedeclarations", "create");
+                api.create(&kube::api::PostParams::default(), &create())
+                    .await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     run.set_status_field(STATUS_DECLARATION, recorded);
     Ok(())
 }

@@ -143,9 +143,15 @@ pub async fn run(
     )
     .default_backoff()
     .touched_objects();
-    let secrets = watcher(Api::<PartialObjectMeta<Secret>>::all(client.clone()), cfg)
-        .default_backoff()
-        .touched_objects();
+    // State Secrets are never referenced (their values reach others through StateDeclarations),
+    // and every apply rewrites one: the API server filters them out of this watch.
+    let secret_cfg = cfg.fields(&format!("type!={}", crate::controller::state::SECRET_TYPE));
+    let secrets = watcher(
+        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+        secret_cfg,
+    )
+    .default_backoff()
+    .touched_objects();
     tracing::info!("starting the dependency hub");
     let rx = hub
         .retriggered

@@ -31,6 +31,14 @@ pub mod reason {
     pub const API_ERROR: &str = "ApiError";
 }
 
+/// Now, as a condition's `lastTransitionTime` (RFC 3339, whole seconds).
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
 /// A condition to set: type, status, reason, message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Set {

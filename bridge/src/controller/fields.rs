@@ -114,16 +114,7 @@ impl FieldMap {
         for_provider: &Json,
         secret: &mut dyn FnMut(&SecretRef) -> Result<String, FieldError>,
     ) -> Result<Json, FieldError> {
-        let mut walk = ToTf {
-            plain_sensitive: self.plain_sensitive,
-            secret,
-            path: base_path(self.spec_base),
-        };
-        match for_provider {
-            Json::Null => walk.object(&self.spec, &Map::new()),
-            Json::Object(members) => walk.object(&self.spec, members),
-            _ => Err(walk.invalid("expected an object")),
-        }
+        self.walk_spec(for_provider, secret, self.plain_sensitive)
     }
 
     /// Like [`FieldMap::spec_to_tf`], with sensitive arguments also accepted under their
@@ -134,8 +125,17 @@ impl FieldMap {
         for_provider: &Json,
         secret: &mut dyn FnMut(&SecretRef) -> Result<String, FieldError>,
     ) -> Result<Json, FieldError> {
+        self.walk_spec(for_provider, secret, true)
+    }
+
+    fn walk_spec(
+        &self,
+        for_provider: &Json,
+        secret: &mut dyn FnMut(&SecretRef) -> Result<String, FieldError>,
+        plain_sensitive: bool,
+    ) -> Result<Json, FieldError> {
         let mut walk = ToTf {
-            plain_sensitive: true,
+            plain_sensitive,
             secret,
             path: base_path(self.spec_base),
         };

@@ -624,10 +624,7 @@ async fn write_status(
     mut status: ProviderStatus,
     update: Set,
 ) -> Result<(), kube::Error> {
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    let now = crate::controller::conditions::now();
     status.conditions =
         conditions::merge(&status.conditions, &[update], p.metadata.generation, &now);
     status.observed_generation = p.metadata.generation;

@@ -80,10 +80,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
             Action::requeue(jitter(RETRY, 0.2)),
         ),
     };
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    let now = crate::controller::conditions::now();
     status.conditions = conditions::merge(&status.conditions, &[update], generation, &now);
     status.observed_generation = generation;
     if pc.status.as_ref() != Some(&status) {

@@ -161,10 +161,7 @@ impl<'a> Run<'a> {
             .get("conditions")
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .round(k8s_openapi::jiff::Unit::Second)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
+        let now = crate::controller::conditions::now();
         let merged = conditions::merge(&current, updates, self.generation(), &now);
         self.status["conditions"] = serde_json::to_value(merged).unwrap_or_else(|_| json!([]));
     }

@@ -323,10 +323,7 @@ async fn reconcile(dr: Arc<DependencyRequest>, hub: Arc<Hub>) -> Result<Action, 
         )
     };
     let old = dr.status.clone().unwrap_or_default();
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    let now = crate::controller::conditions::now();
     status.conditions = conditions::merge(&old.conditions, &[update], dr.metadata.generation, &now);
     if old != status {
         hub.metrics.api_write("dependencyrequests", "patch-status");

@@ -147,10 +147,7 @@ async fn write_status(
     update: Set,
 ) -> Result<(), kube::Error> {
     let old = ce.status.clone().unwrap_or_default();
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    let now = crate::controller::conditions::now();
     let status = ConfigExportStatus {
         observed_generation: ce.metadata.generation,
         conditions: conditions::merge(

@@ -6,10 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use serde_json::{Value as Json, json};
 
 use super::conditions::{READY, SYNCED, Set};
@@ -17,17 +14,13 @@ use super::deref::Provider;
 use super::error::{Error, Result};
 use super::fields::{FieldError, set_json_path};
 use super::write::Run;
-use crate::core_kinds::hub::{
-    DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
-    ValueReference,
-};
-use crate::hub::controller::{Values, drop_request, request_values};
-use crate::hub::{FORCE_DELETE_ANNOTATION, ObjectKey, SourceKind, object_key, outputs_secret_name};
+use crate::core_kinds::hub::{ObjectReference, ValueReference};
+use crate::hub::controller::{Values, request_values};
+use crate::hub::object_key;
+use crate::hub::producer::Producer;
 use crate::value::kube::to_kube_json;
 use crate::value::{PathStep, Type, Value};
 
-/// Field manager of the StateDeclarations and their Secrets.
-const MANAGER: &str = "kraken";
 /// `status.dependencyRequest`: the name of the object's request while it has one.
 const STATUS_REQUEST: &str = "dependencyRequest";
 /// `status.stateDeclaration`: `{name, hash}` of what was last published.
@@ -182,6 +175,16 @@ fn reference_type(ty: Type) -> Json {
     }
 }
 
+fn producer<'r>(run: &'r Run<'_>) -> Producer<'r> {
+    Producer {
+        client: &run.k.ctx.client,
+        metrics: &run.k.ctx.metrics,
+        index: &run.k.ctx.hub_index,
+        namespace: &run.namespace,
+        object: consumer(run),
+    }
+}
+
 /// Publishes the object's outputs: `state` (the provider's) as the StateDeclaration
 /// `<kind>-<name>`, sensitive attributes into the Secret `<kind>-<name>-outputs`. Writes only
 /// what changed.
@@ -207,176 +210,25 @@ pub async fn publish(
         let kube = names.to_kube(tf).unwrap_or(tf).to_owned();
         secret_values.insert(kube, ByteString(v.to_string().into_bytes()));
     }
-    let ctx = &run.k.ctx;
-    let name = object_key(&run.k.kind.resource.kind, &run.name);
-    let secret_name = outputs_secret_name(&name);
-    let owner = OwnerReference {
-        api_version: run.k.kind.resource.api_version.clone(),
-        kind: run.k.kind.resource.kind.clone(),
-        name: run.name.clone(),
-        uid: run.obj.uid().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    };
-    let spec = StateDeclarationSpec {
-        producer: consumer(run),
-        outputs,
-        sensitive: (!secret_values.is_empty()).then(|| SensitiveOutputs {
-            secret_name: secret_name.clone(),
-            keys: secret_values.keys().cloned().collect(),
-        }),
-    };
-    // Without sensitive outputs, a hash of the StateDeclaration in status says whether it
-    // changed, without reading it (a no-op pass then costs no API call here). The hash covers
-    // no sensitive value: with sensitive outputs the objects are compared instead.
-    let hash = (secret_values.is_empty())
-        .then(|| {
-            serde_json::to_string(&spec).ok().map(|text| {
-                use std::hash::{Hash as _, Hasher as _};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                name.hash(&mut h);
-                text.hash(&mut h);
-                format!("{:016x}", h.finish())
-            })
-        })
-        .flatten();
-    let recorded = match &hash {
-        Some(h) => json!({"name": name, "hash": h}),
-        None => json!({"name": name}),
-    };
-    if hash.is_some() && run.status.get(STATUS_DECLARATION) == Some(&recorded) {
-        return Ok(());
-    }
-    if !secret_values.is_empty() {
-        let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &run.namespace);
-        let current = secrets.get_opt(&secret_name).await?;
-        if current.as_ref().and_then(|s| s.data.as_ref()) != Some(&secret_values) {
-            let secret = Secret {
-                metadata: ObjectMeta {
-                    name: Some(secret_name.clone()),
-                    namespace: Some(run.namespace.clone()),
-                    owner_references: Some(vec![owner.clone()]),
-                    ..Default::default()
-                },
-                data: Some(secret_values),
-                type_: Some("Opaque".into()),
-                ..Default::default()
-            };
-            ctx.metrics.api_write("secrets", "apply");
-            secrets
-                .patch(
-                    &secret_name,
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(
-                        serde_json::to_value(&secret)
-                            .map_err(|e| Error::InvalidSpec(e.to_string()))?,
-                    ),
-                )
-                .await?;
-        }
-    }
-    let api: Api<StateDeclaration> = Api::namespaced(ctx.client.clone(), &run.namespace);
-    if api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec) {
-        run.set_status_field(STATUS_DECLARATION, recorded);
-        return Ok(());
-    }
-    // A JSON patch replacing spec is cheaper for the API server than a server-side apply
-    // (no managed-fields merge). Never published (nothing in status): create; else patch.
-    let create = || {
-        let mut sd = StateDeclaration::new(&name, spec.clone());
-        sd.metadata.namespace = Some(run.namespace.clone());
-        sd.metadata.owner_references = Some(vec![owner.clone()]);
-        sd
-    };
-    let replace = json!([{"op": "replace", "path": "/spec", "value": spec}]);
-    let patch = serde_json::from_value(replace).map_err(|e| Error::InvalidSpec(e.to_string()))?;
-    let first = run.status.get(STATUS_DECLARATION).is_none();
-    let done = if first {
-        ctx.metrics.api_write("statedeclarations", "create");
-        match api
-            .create(&kube::api::PostParams::default(), &create())
-            .await
-        {
-            Ok(_) => true,
-            Err(kube::Error::Api(e)) if e.code == 409 => false,
-            Err(e) => return Err(e.into()),
-        }
-    } else {
-        false
-    };
-    if !done {
-        ctx.metrics.api_write("statedeclarations", "patch");
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::<Json>::Json(patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 && !first => {
-                ctx.metrics.api_write("statedeclarations", "create");
-                api.create(&kube::api::PostParams::default(), &create())
-                    .await?;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    run.set_status_field(STATUS_DECLARATION, recorded);
+    let recorded = run.status.get(STATUS_DECLARATION).cloned();
+    let record = producer(run)
+        .publish(outputs, secret_values, recorded.as_ref())
+        .await?;
+    run.set_status_field(STATUS_DECLARATION, record);
     Ok(())
 }
 
 /// The consumers that still read this object's outputs (their DependencyRequests' names),
 /// unless it is annotated `kraken.dev/force-delete`.
 pub async fn readers(run: &Run<'_>) -> Result<Vec<String>> {
-    if run
-        .annotation(FORCE_DELETE_ANNOTATION)
-        .is_some_and(|v| v != "false")
-    {
-        return Ok(Vec::new());
-    }
-    let own = object_key(&run.k.kind.resource.kind, &run.name);
-    let index = &run.k.ctx.hub_index;
-    let listed = index.readers(
-        &run.namespace,
-        &ObjectKey(SourceKind::StateDeclaration, own.clone()),
-    );
-    // The index can lag a deletion by a moment: a reader counts only while its request exists.
-    let api: Api<DependencyRequest> = Api::namespaced(run.k.ctx.client.clone(), &run.namespace);
-    let mut out = Vec::new();
-    for r in listed.into_iter().filter(|r| *r != own) {
-        if api.get_opt(&r).await?.is_some() {
-            out.push(r);
-        } else {
-            index.forget(&run.namespace, &r);
-        }
-    }
-    Ok(out)
+    let force = crate::hub::producer::forced(run.obj.annotations());
+    Ok(producer(run).readers(force).await?)
 }
 
 /// After a deletion: the object's request, StateDeclaration and outputs Secret go too
 /// (nothing else collects them where no controller manager runs).
 pub async fn retire(run: &Run<'_>) -> Result<()> {
-    let ctx = &run.k.ctx;
-    let name = object_key(&run.k.kind.resource.kind, &run.name);
-    drop_request(&ctx.client, &ctx.metrics, &run.namespace, &name).await?;
-    let dp = DeleteParams::default();
-    let ignore_missing = |r: std::result::Result<_, kube::Error>| match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::from(e)),
-    };
-    ctx.metrics.api_write("statedeclarations", "delete");
-    ignore_missing(
-        Api::<StateDeclaration>::namespaced(ctx.client.clone(), &run.namespace)
-            .delete(&name, &dp)
-            .await
-            .map(|_| ()),
-    )?;
-    ignore_missing(
-        Api::<Secret>::namespaced(ctx.client.clone(), &run.namespace)
-            .delete(&outputs_secret_name(&name), &dp)
-            .await
-            .map(|_| ()),
-    )?;
-    Ok(())
+    Ok(producer(run).retire().await?)
 }
 
 #[cfg(test)]

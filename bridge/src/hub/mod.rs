@@ -15,6 +15,7 @@
 
 pub mod controller;
 pub mod export;
+pub mod producer;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;

@@ -1,0 +1,225 @@
+//! The producer's side of the hub, shared by every kind that publishes outputs — the generic
+//! managed-resource controller and the native EC2 controller alike: publishing the
+//! StateDeclaration `<kind>-<name>` (sensitive outputs into the Secret
+//! `<kind>-<name>-outputs`), finding the consumers that still read it before a deletion, and
+//! retiring the hub objects after one.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value as Json, json};
+
+use super::controller::drop_request;
+use super::{Index, ObjectKey, SourceKind, object_key, outputs_secret_name};
+use crate::core_kinds::hub::{
+    DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
+};
+use crate::operator::metrics::Metrics;
+
+/// Field manager of the StateDeclarations' Secrets.
+const MANAGER: &str = "kraken";
+
+/// One object that publishes outputs: who it is and what it talks to.
+pub struct Producer<'a> {
+    pub client: &'a Client,
+    pub metrics: &'a Metrics,
+    pub index: &'a Index,
+    pub namespace: &'a str,
+    /// The producer itself (its uid owns what it publishes).
+    pub object: ObjectReference,
+}
+
+impl Producer<'_> {
+    /// The name of its StateDeclaration (and of its DependencyRequest).
+    pub fn key(&self) -> String {
+        object_key(&self.object.kind, &self.object.name)
+    }
+
+    fn owner(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: self.object.api_version.clone(),
+            kind: self.object.kind.clone(),
+            name: self.object.name.clone(),
+            uid: self.object.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }
+    }
+
+    /// Publishes `outputs` (non-sensitive, Kubernetes field names) and `sensitive` (one key
+    /// per output, its value as JSON text) and returns what to record in the producer's
+    /// `status.stateDeclaration`. `recorded` is what the status says was published last:
+    /// without sensitive outputs a hash in it says whether anything changed, so a pass that
+    /// changes nothing costs no API call here (the hash covers no sensitive value; with
+    /// sensitive outputs the objects are compared instead).
+    pub async fn publish(
+        &self,
+        outputs: Json,
+        sensitive: BTreeMap<String, ByteString>,
+        recorded: Option<&Json>,
+    ) -> Result<Json, kube::Error> {
+        let name = self.key();
+        let secret_name = outputs_secret_name(&name);
+        let spec = StateDeclarationSpec {
+            producer: self.object.clone(),
+            outputs,
+            sensitive: (!sensitive.is_empty()).then(|| SensitiveOutputs {
+                secret_name: secret_name.clone(),
+                keys: sensitive.keys().cloned().collect(),
+            }),
+        };
+        let hash = sensitive
+            .is_empty()
+            .then(|| {
+                serde_json::to_string(&spec).ok().map(|text| {
+                    use std::hash::{Hash as _, Hasher as _};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    name.hash(&mut h);
+                    text.hash(&mut h);
+                    format!("{:016x}", h.finish())
+                })
+            })
+            .flatten();
+        let record = match &hash {
+            Some(h) => json!({"name": name, "hash": h}),
+            None => json!({"name": name}),
+        };
+        if hash.is_some() && recorded == Some(&record) {
+            return Ok(record);
+        }
+        if !sensitive.is_empty() {
+            self.write_secret(&secret_name, sensitive).await?;
+        }
+        let api: Api<StateDeclaration> = Api::namespaced(self.client.clone(), self.namespace);
+        if api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec) {
+            return Ok(record);
+        }
+        // A JSON patch replacing spec is cheaper for the API server than a server-side apply
+        // (no managed-fields merge). Never published (nothing recorded): create; else patch.
+        let create = || {
+            let mut sd = StateDeclaration::new(&name, spec.clone());
+            sd.metadata.namespace = Some(self.namespace.to_owned());
+            sd.metadata.owner_references = Some(vec![self.owner()]);
+            sd
+        };
+        let first = recorded.is_none();
+        let created = first && {
+            self.metrics.api_write("statedeclarations", "create");
+            match api.create(&PostParams::default(), &create()).await {
+                Ok(_) => true,
+                Err(kube::Error::Api(e)) if e.code == 409 => false,
+                Err(e) => return Err(e),
+            }
+        };
+        if !created {
+            let replace = json!([{"op": "replace", "path": "/spec", "value": spec}]);
+            let patch = serde_json::from_value(replace).map_err(kube::Error::SerdeError)?;
+            self.metrics.api_write("statedeclarations", "patch");
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::<Json>::Json(patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 && !first => {
+                    self.metrics.api_write("statedeclarations", "create");
+                    api.create(&PostParams::default(), &create()).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(record)
+    }
+
+    async fn write_secret(
+        &self,
+        secret_name: &str,
+        values: BTreeMap<String, ByteString>,
+    ) -> Result<(), kube::Error> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), self.namespace);
+        let current = secrets.get_opt(secret_name).await?;
+        if current.as_ref().and_then(|s| s.data.as_ref()) == Some(&values) {
+            return Ok(());
+        }
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(secret_name.to_owned()),
+                namespace: Some(self.namespace.to_owned()),
+                owner_references: Some(vec![self.owner()]),
+                ..Default::default()
+            },
+            data: Some(values),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        };
+        self.metrics.api_write("secrets", "apply");
+        secrets
+            .patch(
+                secret_name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The consumers that still read this object's outputs (their DependencyRequests'
+    /// names); none when `force` (the `kraken.dev/force-delete` annotation).
+    pub async fn readers(&self, force: bool) -> Result<Vec<String>, kube::Error> {
+        if force {
+            return Ok(Vec::new());
+        }
+        let own = self.key();
+        let listed = self.index.readers(
+            self.namespace,
+            &ObjectKey(SourceKind::StateDeclaration, own.clone()),
+        );
+        // The index can lag a deletion by a moment: a reader counts only while its request
+        // exists.
+        let api: Api<DependencyRequest> = Api::namespaced(self.client.clone(), self.namespace);
+        let mut out = Vec::new();
+        for r in listed.into_iter().filter(|r| *r != own) {
+            if api.get_opt(&r).await?.is_some() {
+                out.push(r);
+            } else {
+                self.index.forget(self.namespace, &r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// After a deletion: the object's request, StateDeclaration and outputs Secret go too
+    /// (nothing else collects them where no controller manager runs).
+    pub async fn retire(&self) -> Result<(), kube::Error> {
+        let name = self.key();
+        drop_request(self.client, self.metrics, self.namespace, &name).await?;
+        let dp = DeleteParams::default();
+        let ignore_missing = |r: Result<(), kube::Error>| match r {
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            other => other,
+        };
+        self.metrics.api_write("statedeclarations", "delete");
+        ignore_missing(
+            Api::<StateDeclaration>::namespaced(self.client.clone(), self.namespace)
+                .delete(&name, &dp)
+                .await
+                .map(|_| ()),
+        )?;
+        ignore_missing(
+            Api::<Secret>::namespaced(self.client.clone(), self.namespace)
+                .delete(&outputs_secret_name(&name), &dp)
+                .await
+                .map(|_| ()),
+        )
+    }
+}
+
+/// Whether the `kraken.dev/force-delete` annotation asks to skip waiting for readers.
+pub fn forced(annotations: &BTreeMap<String, String>) -> bool {
+    annotations
+        .get(super::FORCE_DELETE_ANNOTATION)
+        .is_some_and(|v| v != "false")
+}

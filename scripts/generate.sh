@@ -45,7 +45,7 @@ KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-codegen --test golden >/dev/
 KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-bridge --lib core_kinds >/dev/null
 rm -rf charts/kraken/crds
 mkdir -p charts/kraken/crds
-cp generated-crds/core/core.kraken.dev_*.yaml charts/kraken/crds/
+cp generated-crds/core/*.kraken.dev_*.yaml charts/kraken/crds/
 
 if [ "$check" = 1 ]; then
   stale=$(git status --porcelain -- "$schemas" generated-crds charts/kraken/crds)

@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod controller;
 pub mod core_kinds;
+pub mod ec2;
 pub mod hub;
 pub mod operator;
 pub mod provider;

@@ -220,7 +220,8 @@ fn resource_policies(properties: &mut Map<String, Json>) {
 const NAMESPACE: &str = "Namespace of the referenced object. References must stay in the \
     object's own namespace; any other value is refused with the condition CrossNamespace.";
 
-fn values_from_schema() -> Json {
+/// The schema of `spec.valuesFrom`, shared by every generated kind and the native kinds.
+pub fn values_from_schema() -> Json {
     let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
     let reference = |keys: &[(&str, &str)], description: &str| {
         let mut properties: Map<String, Json> = keys

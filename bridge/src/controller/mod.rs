@@ -43,6 +43,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 use crate::operator::metrics::Metrics;
 use crate::provider::pool::ProviderPool;
+pub use deps::{IN_USE, WAITING};
 pub use kinds::KindInfo;
 pub use resolve::Resolver;
 
@@ -102,7 +103,7 @@ impl Context {
     }
 
     /// Records a transient failure and returns how long to wait: 1 s doubling to 5 min, ±20 %.
-    fn backoff(&self, uid: &str) -> Duration {
+    pub(crate) fn backoff(&self, uid: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let n = failures.entry(uid.to_owned()).or_insert(0);
         *n = n.saturating_add(1);
@@ -110,7 +111,7 @@ impl Context {
         jitter(base, 0.2)
     }
 
-    fn succeeded(&self, uid: &str) {
+    pub(crate) fn succeeded(&self, uid: &str) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         failures.remove(uid);
     }

@@ -35,9 +35,12 @@ fn to_yaml(value: &serde_json::Value) -> String {
     kraken_codegen::output::to_yaml(value).replacen(HEADER, CORE_HEADER, 1)
 }
 
-/// Every core CRD, in file-name order.
+/// Every core CRD — Kraken's own kinds, the native AWS ones (`aws.kraken.dev`) included — in
+/// file-name order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
+        crate::ec2::AwsConfig::crd(),
+        crate::ec2::EC2Instance::crd(),
         ConfigExport::crd(),
         DependencyRequest::crd(),
         Provider::crd(),

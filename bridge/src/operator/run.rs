@@ -133,6 +133,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 let _ = export_stop.wait_for(|s| *s).await;
             },
         ));
+        let mut ec2_stop = stop_rx.clone();
+        let ec2 = tokio::spawn(crate::ec2::controller::run(
+            Arc::new(crate::ec2::controller::Ec2Controller::new(ctx.clone())),
+            opts.concurrency,
+            async move {
+                let _ = ec2_stop.wait_for(|s| *s).await;
+            },
+        ));
         let supervisor = tokio::spawn(supervise_kinds(ctx.clone(), opts.concurrency, stop_rx));
         let lost = async {
             match leadership.as_mut() {
@@ -162,6 +170,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         if let Err(err) = exports.await {
             tracing::error!("ConfigExport controller failed: {err}");
+        }
+        if let Err(err) = ec2.await {
+            tracing::error!("EC2Instance controller failed: {err}");
         }
         metrics.set_leader(false);
         if exiting {

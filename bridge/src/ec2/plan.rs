@@ -1,0 +1,794 @@
+//! What one pass must do, decided from what EC2 shows: pure, so every rule is unit-tested.
+//!
+//! An EC2Instance holds `count` *indices*. Each instance Kraken launches carries the tags
+//! `kraken.dev/owner-uid` (the object's uid), `kraken.dev/index` and `kraken.dev/launch` (how
+//! many instances were launched for that index before it), set atomically by RunInstances.
+//! So every pass starts from EC2 itself — the instances tagged with the object's uid — and
+//! never from a memory of what it did:
+//!
+//! - an index without a live instance gets one launched (a relaunch, with an Event, when an
+//!   instance it had was terminated outside Kraken);
+//! - of several live instances at one index the newest launch stays and the others are
+//!   terminated (that is how a replacement finishes: create first, then destroy);
+//! - instances at indices at or above `count` are terminated (scale down);
+//! - the live one is compared with the spec: imageId, subnetId, keyName, userData or rootVolume
+//!   differ → replaced (unless `replacePolicy: Refuse`); instanceType differs → stop, modify,
+//!   start; stopped → started; security groups and tags differ → set in place.
+//!
+//! A launch's idempotency token is `<uid>-<index>-<launch>-<digest of the launch parameters>`:
+//! a retried or crash-interrupted launch repeats the token and EC2 returns the instance it
+//! launched before, a changed spec gets a new token.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest as _, Sha256};
+
+use super::client::{CONFIG_TAG, INDEX_TAG, Instance, LAUNCH_TAG, Launch, NAME_TAG, OWNER_TAG};
+use super::kinds::{EC2InstanceSpec, InstanceStatus, RootVolume};
+
+/// The spec with `valuesFrom` merged in and defaults applied: what the instances must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub count: i64,
+    pub image_id: String,
+    pub instance_type: String,
+    pub subnet_id: Option<String>,
+    /// Empty: not managed (the VPC's default group at launch, left alone after).
+    pub security_group_ids: Vec<String>,
+    pub key_name: Option<String>,
+    pub user_data: Option<String>,
+    pub root_volume: Option<RootVolume>,
+    pub tags: BTreeMap<String, String>,
+    pub import_ids: Vec<String>,
+    pub refuse_replace: bool,
+}
+
+impl Desired {
+    /// The desired state of a resolved spec, or what is missing.
+    pub fn from_spec(spec: &EC2InstanceSpec) -> Result<Self, String> {
+        let required = |v: &Option<String>, name: &str| {
+            v.clone().filter(|s| !s.is_empty()).ok_or_else(|| {
+                format!("spec.{name} is required: set it, or take it from spec.valuesFrom")
+            })
+        };
+        let count = spec.count.unwrap_or(1);
+        if !(0..=super::kinds::COUNT_MAX).contains(&count) {
+            return Err(format!(
+                "spec.count is {count}; it must be between 0 and {}",
+                super::kinds::COUNT_MAX
+            ));
+        }
+        if spec.import_ids.len() as i64 > count {
+            return Err(format!(
+                "spec.importIds lists {} ids for {count} instances; list at most spec.count",
+                spec.import_ids.len()
+            ));
+        }
+        Ok(Self {
+            count,
+            image_id: required(&spec.image_id, "imageId")?,
+            instance_type: required(&spec.instance_type, "instanceType")?,
+            subnet_id: spec.subnet_id.clone().filter(|s| !s.is_empty()),
+            security_group_ids: {
+                let mut g = spec.security_group_ids.clone().unwrap_or_default();
+                g.sort();
+                g.dedup();
+                g
+            },
+            key_name: spec.key_name.clone().filter(|s| !s.is_empty()),
+            user_data: spec.user_data.clone().filter(|s| !s.is_empty()),
+            root_volume: spec
+                .root_volume
+                .clone()
+                .filter(|r| r.size.is_some() || r.r#type.is_some()),
+            tags: spec.tags.clone().unwrap_or_default(),
+            import_ids: spec.import_ids.clone(),
+            refuse_replace: spec.replace_policy == Some(super::kinds::ReplacePolicy::Refuse),
+        })
+    }
+
+    /// The digest of what EC2 does not show back (user data, root volume), kept in the
+    /// [`CONFIG_TAG`] tag: `u=<16 hex>,r=<size>/<type>`.
+    pub fn config_tag(&self) -> String {
+        let user_data = match &self.user_data {
+            Some(d) => hex16(d.as_bytes()),
+            None => "-".to_owned(),
+        };
+        let root = match &self.root_volume {
+            Some(r) => format!(
+                "{}/{}",
+                r.size.map_or("-".to_owned(), |s| s.to_string()),
+                r.r#type.as_deref().unwrap_or("-")
+            ),
+            None => "-".to_owned(),
+        };
+        format!("u={user_data},r={root}")
+    }
+
+    /// Every tag instance `index` (launch `launch`) of `owner` should carry.
+    pub fn tags_for(&self, owner: &Owner, index: i64, launch: i64) -> BTreeMap<String, String> {
+        let mut tags = self.tags.clone();
+        tags.entry("Name".to_owned())
+            .or_insert_with(|| format!("{}-{index}", owner.name));
+        tags.insert(OWNER_TAG.to_owned(), owner.uid.clone());
+        tags.insert(INDEX_TAG.to_owned(), index.to_string());
+        tags.insert(LAUNCH_TAG.to_owned(), launch.to_string());
+        tags.insert(
+            NAME_TAG.to_owned(),
+            format!("{}/{}", owner.namespace, owner.name),
+        );
+        tags.insert(CONFIG_TAG.to_owned(), self.config_tag());
+        tags
+    }
+
+    /// The launch of instance `index`, `launch`.
+    pub fn launch(&self, owner: &Owner, index: i64, launch: i64) -> Launch {
+        let mut l = Launch {
+            client_token: String::new(),
+            image_id: self.image_id.clone(),
+            instance_type: self.instance_type.clone(),
+            subnet_id: self.subnet_id.clone(),
+            security_group_ids: self.security_group_ids.clone(),
+            key_name: self.key_name.clone(),
+            user_data: self.user_data.clone(),
+            root_volume_size: self.root_volume.as_ref().and_then(|r| r.size),
+            root_volume_type: self.root_volume.as_ref().and_then(|r| r.r#type.clone()),
+            tags: self.tags_for(owner, index, launch),
+        };
+        let params = format!("{l:?}");
+        l.client_token = client_token(&owner.uid, index, launch, &params);
+        l
+    }
+
+    /// A digest of the whole desired state, to tell a correction of drift (the spec did not
+    /// change since the last pass) from carrying out a change.
+    pub fn digest(&self) -> String {
+        hex16(format!("{self:?}").as_bytes())
+    }
+}
+
+fn hex16(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// RunInstances' ClientToken: at most 64 ASCII characters.
+pub fn client_token(uid: &str, index: i64, launch: i64, params: &str) -> String {
+    let digest = &hex16(params.as_bytes())[..8];
+    let mut t = format!("{uid}-{index}-{launch}-{digest}");
+    t.truncate(64);
+    t
+}
+
+/// The object the instances belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Why an instance is terminated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surplus {
+    /// Its index is at or above `count`.
+    ScaleDown,
+    /// A newer launch serves its index (a replacement finished, or a crash left two).
+    Superseded,
+}
+
+/// One EC2 call (or a few, for a resize) the pass makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Launch for `index`. `replaces`: the live instance a replacement supersedes, with the
+    /// fields that force it; `relaunch_of`: the instance that was terminated outside Kraken.
+    Launch {
+        index: i64,
+        launch: i64,
+        replaces: Option<(String, Vec<String>)>,
+        relaunch_of: Option<String>,
+    },
+    /// Take `importIds[index]` over: check it, then tag it as this object's.
+    Adopt {
+        index: i64,
+        id: String,
+    },
+    Terminate {
+        id: String,
+        why: Surplus,
+    },
+    /// Stop a running instance whose type must change.
+    StopToResize {
+        id: String,
+    },
+    /// A stopped instance: set its type, then start it.
+    Resize {
+        id: String,
+        to: String,
+    },
+    /// A stopped instance with the right type: started again.
+    Start {
+        id: String,
+    },
+    SetGroups {
+        id: String,
+        groups: Vec<String>,
+    },
+    Retag {
+        id: String,
+        set: BTreeMap<String, String>,
+        remove: Vec<String>,
+    },
+}
+
+/// A replacement the spec asks for but `replacePolicy: Refuse` forbids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub index: i64,
+    pub id: String,
+    pub paths: Vec<String>,
+}
+
+/// The outcome of planning one pass.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub refused: Vec<Refused>,
+    /// One entry per index below count, from what EC2 shows.
+    pub slots: Vec<InstanceStatus>,
+    /// Every index has a running instance as declared, and nothing is left to do.
+    pub settled: bool,
+    /// Some instance is between states (pending, stopping, shutting-down): look again soon.
+    pub transitional: bool,
+}
+
+fn parse_tag(i: &Instance, key: &str) -> Option<i64> {
+    i.tag(key).and_then(|v| v.parse().ok())
+}
+
+/// The launch number of an instance (adopted ones count as 0).
+pub fn launch_of(i: &Instance) -> i64 {
+    parse_tag(i, LAUNCH_TAG).unwrap_or(0)
+}
+
+/// The status entry describing `i` at `index`.
+pub fn slot_of(index: i64, i: &Instance) -> InstanceStatus {
+    InstanceStatus {
+        index,
+        launch: launch_of(i),
+        id: i.id.clone(),
+        state: i.state.clone(),
+        instance_type: i.instance_type.clone(),
+        image_id: i.image_id.clone(),
+        subnet_id: i.subnet_id.clone(),
+        private_ip: i.private_ip.clone(),
+        public_ip: i.public_ip.clone(),
+        private_dns: i.private_dns.clone(),
+        public_dns: i.public_dns.clone(),
+        pending_launch: None,
+    }
+}
+
+/// Decides the pass. `observed`: the instances tagged with the owner's uid; `previous`: the
+/// status entries of the last pass (their `pendingLaunch` fences launches in flight).
+pub fn plan(
+    desired: &Desired,
+    owner: &Owner,
+    observed: &[Instance],
+    previous: &[InstanceStatus],
+) -> Plan {
+    let mut out = Plan::default();
+    let ours: Vec<&Instance> = observed
+        .iter()
+        .filter(|i| i.tag(OWNER_TAG) == Some(owner.uid.as_str()))
+        .collect();
+    // Surplus: live instances at an index outside 0..count, or with no readable index.
+    for i in &ours {
+        let index = parse_tag(i, INDEX_TAG);
+        if i.is_live() && !index.is_some_and(|x| (0..desired.count).contains(&x)) {
+            out.steps.push(Step::Terminate {
+                id: i.id.clone(),
+                why: Surplus::ScaleDown,
+            });
+        }
+        if matches!(i.state.as_str(), "pending" | "stopping" | "shutting-down") {
+            out.transitional = true;
+        }
+    }
+    let mut settled = true;
+    for index in 0..desired.count {
+        let at: Vec<&Instance> = ours
+            .iter()
+            .copied()
+            .filter(|i| parse_tag(i, INDEX_TAG) == Some(index))
+            .collect();
+        let prev = previous.iter().find(|s| s.index == index);
+        let newest = at
+            .iter()
+            .copied()
+            .filter(|i| i.is_live())
+            .max_by_key(|i| (launch_of(i), i.id.clone()));
+        let Some(current) = newest else {
+            settled = false;
+            plan_empty_index(desired, index, &at, prev, &mut out);
+            continue;
+        };
+        for old in at.iter().filter(|i| i.is_live() && i.id != current.id) {
+            out.steps.push(Step::Terminate {
+                id: old.id.clone(),
+                why: Surplus::Superseded,
+            });
+            settled = false;
+        }
+        let mut slot = slot_of(index, current);
+        let steps_before = out.steps.len();
+        let launch = launch_of(current);
+        let paths = replace_paths(desired, current);
+        if !paths.is_empty() {
+            if desired.refuse_replace {
+                out.refused.push(Refused {
+                    index,
+                    id: current.id.clone(),
+                    paths,
+                });
+            } else {
+                let next = next_launch(&at, prev);
+                slot.pending_launch = Some(next);
+                out.steps.push(Step::Launch {
+                    index,
+                    launch: next,
+                    replaces: Some((current.id.clone(), paths)),
+                    relaunch_of: None,
+                });
+            }
+        }
+        if slot.pending_launch.is_some() {
+            // Being replaced: nothing to change in place on an instance that is going away.
+            out.slots.push(slot);
+            settled = false;
+            continue;
+        }
+        let type_ok = current.instance_type == desired.instance_type;
+        match current.state.as_str() {
+            // A pending instance cannot be stopped yet: the next look will.
+            "running" if !type_ok => out.steps.push(Step::StopToResize {
+                id: current.id.clone(),
+            }),
+            "stopped" if !type_ok => out.steps.push(Step::Resize {
+                id: current.id.clone(),
+                to: desired.instance_type.clone(),
+            }),
+            "stopped" => out.steps.push(Step::Start {
+                id: current.id.clone(),
+            }),
+            _ => {}
+        }
+        if !desired.security_group_ids.is_empty() {
+            let mut have = current.security_group_ids.clone();
+            have.sort();
+            have.dedup();
+            if have != desired.security_group_ids {
+                out.steps.push(Step::SetGroups {
+                    id: current.id.clone(),
+                    groups: desired.security_group_ids.clone(),
+                });
+            }
+        }
+        let mut want = desired.tags_for(owner, index, launch);
+        // The digest tag records what the instance was launched with: rewriting it would hide
+        // a replacement that is refused or still to come. Only an adopted instance gets it.
+        if let Some(have) = current.tag(CONFIG_TAG) {
+            want.insert(CONFIG_TAG.to_owned(), have.to_owned());
+        }
+        let set: BTreeMap<String, String> = want
+            .iter()
+            .filter(|(k, v)| current.tags.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let remove: Vec<String> = current
+            .tags
+            .keys()
+            .filter(|k| !want.contains_key(*k) && !k.starts_with("aws:"))
+            .cloned()
+            .collect();
+        if !set.is_empty() || !remove.is_empty() {
+            out.steps.push(Step::Retag {
+                id: current.id.clone(),
+                set,
+                remove,
+            });
+        }
+        if out.steps.len() != steps_before || current.state != "running" {
+            settled = false;
+        }
+        out.slots.push(slot);
+    }
+    out.settled = settled && out.steps.is_empty();
+    out
+}
+
+/// The fields whose difference replaces `current`. A digest tag that is missing (an adopted
+/// instance) compares equal: it is written by the retag that follows.
+pub fn replace_paths(desired: &Desired, current: &Instance) -> Vec<String> {
+    let mut paths = Vec::new();
+    if current.image_id != desired.image_id {
+        paths.push("imageId".to_owned());
+    }
+    if desired
+        .subnet_id
+        .as_ref()
+        .is_some_and(|s| *s != current.subnet_id)
+    {
+        paths.push("subnetId".to_owned());
+    }
+    if desired.key_name.as_deref().unwrap_or_default() != current.key_name {
+        paths.push("keyName".to_owned());
+    }
+    if let Some(have) = current.tag(CONFIG_TAG) {
+        let want = desired.config_tag();
+        let part = |s: &str, p: &str| {
+            s.split(',')
+                .find_map(|kv| kv.strip_prefix(p))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if part(have, "u=") != part(&want, "u=") {
+            paths.push("userData".to_owned());
+        }
+        if part(have, "r=") != part(&want, "r=") {
+            paths.push("rootVolume".to_owned());
+        }
+    }
+    paths
+}
+
+/// The launch number for a new instance at an index whose instances are `at`: the fenced one
+/// when a launch was in flight and EC2 does not show it (the same token then finds it, or
+/// launches it once), else one past every launch known.
+fn next_launch(at: &[&Instance], prev: Option<&InstanceStatus>) -> i64 {
+    if let Some(p) = prev.and_then(|p| p.pending_launch)
+        && !at.iter().any(|i| launch_of(i) == p)
+    {
+        return p;
+    }
+    let seen = at.iter().map(|i| launch_of(i));
+    let recorded = prev.filter(|p| !p.id.is_empty()).map(|p| p.launch);
+    seen.chain(recorded).max().map_or(0, |m| m + 1)
+}
+
+fn plan_empty_index(
+    desired: &Desired,
+    index: i64,
+    at: &[&Instance],
+    prev: Option<&InstanceStatus>,
+    out: &mut Plan,
+) {
+    let import = usize::try_from(index)
+        .ok()
+        .and_then(|i| desired.import_ids.get(i))
+        .filter(|id| !id.is_empty());
+    // An import id not yet ours is adopted; once adopted (tagged) it is one of `at`, and
+    // if it was terminated since, the index gets a new launch like any other.
+    if let Some(id) = import
+        && !at.iter().any(|i| i.id == *id)
+    {
+        out.steps.push(Step::Adopt {
+            index,
+            id: id.clone(),
+        });
+        out.slots.push(InstanceStatus {
+            index,
+            id: id.clone(),
+            state: "adopting".into(),
+            ..Default::default()
+        });
+        return;
+    }
+    let launch = next_launch(at, prev);
+    // The index had an instance at the last pass and it is gone: terminated outside Kraken.
+    // (An index dropped by a scale-down has no status entry, so scaling up again is not this.)
+    let relaunch_of = prev.filter(|p| !p.id.is_empty()).map(|p| p.id.clone());
+    out.steps.push(Step::Launch {
+        index,
+        launch,
+        replaces: None,
+        relaunch_of,
+    });
+    out.slots.push(InstanceStatus {
+        index,
+        launch,
+        state: "launching".into(),
+        pending_launch: Some(launch),
+        ..Default::default()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> Owner {
+        Owner {
+            uid: "0a1b2c3d-0000-4000-8000-000000000001".into(),
+            namespace: "team".into(),
+            name: "web".into(),
+        }
+    }
+
+    fn desired(count: i64) -> Desired {
+        Desired {
+            count,
+            image_id: "ami-1".into(),
+            instance_type: "t3.micro".into(),
+            subnet_id: None,
+            security_group_ids: vec![],
+            key_name: None,
+            user_data: None,
+            root_volume: None,
+            tags: BTreeMap::from([("env".to_owned(), "dev".to_owned())]),
+            import_ids: vec![],
+            refuse_replace: false,
+        }
+    }
+
+    /// A running instance as Kraken launched it for `index`, `launch`.
+    fn launched(d: &Desired, id: &str, index: i64, launch: i64) -> Instance {
+        Instance {
+            id: id.into(),
+            state: "running".into(),
+            instance_type: d.instance_type.clone(),
+            image_id: d.image_id.clone(),
+            subnet_id: "subnet-default".into(),
+            tags: d.tags_for(&owner(), index, launch),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_object_launches_every_index_with_fenced_tokens() {
+        let d = desired(3);
+        let p = plan(&d, &owner(), &[], &[]);
+        assert_eq!(p.steps.len(), 3);
+        for (i, step) in p.steps.iter().enumerate() {
+            assert_eq!(
+                *step,
+                Step::Launch {
+                    index: i as i64,
+                    launch: 0,
+                    replaces: None,
+                    relaunch_of: None
+                }
+            );
+        }
+        assert!(p.slots.iter().all(|s| s.pending_launch == Some(0)));
+        assert!(!p.settled);
+        let l = d.launch(&owner(), 1, 0);
+        assert!(l.client_token.len() <= 64, "{}", l.client_token);
+        assert!(l.client_token.starts_with(&format!("{}-1-0-", owner().uid)));
+        assert_eq!(l.tags[OWNER_TAG], owner().uid);
+        assert_eq!(l.tags[INDEX_TAG], "1");
+        assert_eq!(l.tags["Name"], "web-1");
+        // The same parameters give the same token; another parameter another one.
+        assert_eq!(d.launch(&owner(), 1, 0).client_token, l.client_token);
+        let mut d2 = d.clone();
+        d2.image_id = "ami-2".into();
+        assert_ne!(d2.launch(&owner(), 1, 0).client_token, l.client_token);
+    }
+
+    #[test]
+    fn a_launch_in_flight_is_retried_with_the_same_launch_number() {
+        let d = desired(1);
+        let prev = vec![InstanceStatus {
+            index: 0,
+            launch: 0,
+            state: "launching".into(),
+            pending_launch: Some(0),
+            ..Default::default()
+        }];
+        let p = plan(&d, &owner(), &[], &prev);
+        assert!(matches!(p.steps[0], Step::Launch { launch: 0, .. }));
+        // Once EC2 shows it, it is adopted by its tags: nothing to launch.
+        let seen = launched(&d, "i-1", 0, 0);
+        let p = plan(&d, &owner(), &[seen], &prev);
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert!(p.settled);
+        assert_eq!(p.slots[0].id, "i-1");
+        assert_eq!(p.slots[0].pending_launch, None);
+    }
+
+    #[test]
+    fn an_instance_terminated_outside_is_relaunched_with_a_new_launch_number() {
+        let d = desired(2);
+        let mut gone = launched(&d, "i-0", 0, 0);
+        gone.state = "terminated".into();
+        let live = launched(&d, "i-1", 1, 0);
+        let prev = vec![slot_of(0, &launched(&d, "i-0", 0, 0)), slot_of(1, &live)];
+        let p = plan(&d, &owner(), &[gone, live], &prev);
+        assert_eq!(
+            p.steps,
+            vec![Step::Launch {
+                index: 0,
+                launch: 1,
+                replaces: None,
+                relaunch_of: Some("i-0".into())
+            }]
+        );
+    }
+
+    #[test]
+    fn scaling_down_terminates_the_highest_indices() {
+        let d3 = desired(3);
+        let obs: Vec<Instance> = (0..3)
+            .map(|i| launched(&d3, &format!("i-{i}"), i, 0))
+            .collect();
+        let p = plan(&desired(1), &owner(), &obs, &[]);
+        let mut ids: Vec<&str> = p
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Terminate {
+                    id,
+                    why: Surplus::ScaleDown,
+                } => id.as_str(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["i-1", "i-2"]);
+        assert_eq!(p.slots.len(), 1);
+    }
+
+    #[test]
+    fn an_image_change_replaces_create_before_destroy_unless_refused() {
+        let d = desired(1);
+        let old = launched(&d, "i-old", 0, 0);
+        let mut d2 = d.clone();
+        d2.image_id = "ami-2".into();
+        let p = plan(&d2, &owner(), std::slice::from_ref(&old), &[]);
+        assert_eq!(
+            p.steps,
+            vec![Step::Launch {
+                index: 0,
+                launch: 1,
+                replaces: Some(("i-old".into(), vec!["imageId".into()])),
+                relaunch_of: None
+            }]
+        );
+        // With the replacement running, the old one is superseded.
+        let new = launched(&d2, "i-new", 0, 1);
+        let p = plan(&d2, &owner(), &[old.clone(), new], &[]);
+        assert_eq!(
+            p.steps,
+            vec![Step::Terminate {
+                id: "i-old".into(),
+                why: Surplus::Superseded
+            }]
+        );
+        d2.refuse_replace = true;
+        let p = plan(&d2, &owner(), &[old], &[]);
+        assert!(p.steps.is_empty());
+        assert_eq!(p.refused[0].paths, vec!["imageId".to_owned()]);
+    }
+
+    #[test]
+    fn user_data_and_root_volume_changes_are_seen_through_the_digest_tag() {
+        let d = desired(1);
+        let old = launched(&d, "i-1", 0, 0);
+        let mut d2 = d.clone();
+        d2.user_data = Some("#!/bin/sh\necho hi".into());
+        d2.root_volume = Some(RootVolume {
+            size: Some(20),
+            r#type: Some("gp3".into()),
+        });
+        assert_eq!(replace_paths(&d2, &old), ["userData", "rootVolume"]);
+        // Refused, the digest tag is left as it is, so the difference stays visible.
+        d2.refuse_replace = true;
+        let p = plan(&d2, &owner(), std::slice::from_ref(&old), &[]);
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert_eq!(p.refused[0].paths, ["userData", "rootVolume"]);
+        // The digest never holds the user data itself.
+        assert!(!d2.config_tag().contains("echo"));
+        // An adopted instance without the tag is not replaced for it.
+        let mut adopted = old;
+        adopted.tags.remove(CONFIG_TAG);
+        assert!(replace_paths(&d2, &adopted).is_empty());
+    }
+
+    #[test]
+    fn an_instance_being_replaced_is_not_changed_in_place() {
+        let d = desired(1);
+        let old = launched(&d, "i-old", 0, 0);
+        let mut d2 = d.clone();
+        d2.image_id = "ami-2".into();
+        d2.instance_type = "t3.large".into();
+        d2.tags.insert("new".into(), "tag".into());
+        let p = plan(&d2, &owner(), &[old], &[]);
+        assert!(
+            matches!(p.steps[..], [Step::Launch { launch: 1, .. }]),
+            "{:?}",
+            p.steps
+        );
+    }
+
+    #[test]
+    fn a_type_change_stops_then_resizes_a_stopped_instance() {
+        let d = desired(1);
+        let mut d2 = d.clone();
+        d2.instance_type = "t3.small".into();
+        let mut i = launched(&d, "i-1", 0, 0);
+        let p = plan(&d2, &owner(), std::slice::from_ref(&i), &[]);
+        assert_eq!(p.steps, vec![Step::StopToResize { id: "i-1".into() }]);
+        i.state = "stopping".into();
+        let p = plan(&d2, &owner(), std::slice::from_ref(&i), &[]);
+        assert!(p.steps.is_empty() && p.transitional && !p.settled);
+        i.state = "stopped".into();
+        let p = plan(&d2, &owner(), std::slice::from_ref(&i), &[]);
+        assert_eq!(
+            p.steps,
+            vec![Step::Resize {
+                id: "i-1".into(),
+                to: "t3.small".into()
+            }]
+        );
+        // Stopped with the right type: started (drift).
+        let p = plan(&d, &owner(), &[i], &[]);
+        assert_eq!(p.steps, vec![Step::Start { id: "i-1".into() }]);
+    }
+
+    #[test]
+    fn tags_changed_outside_are_reverted_and_aws_tags_kept() {
+        let d = desired(1);
+        let mut i = launched(&d, "i-1", 0, 0);
+        i.tags.insert("env".into(), "prod".into());
+        i.tags.insert("added".into(), "x".into());
+        i.tags.insert("aws:cloudformation:stack".into(), "s".into());
+        let p = plan(&d, &owner(), &[i], &[]);
+        assert_eq!(
+            p.steps,
+            vec![Step::Retag {
+                id: "i-1".into(),
+                set: BTreeMap::from([("env".to_owned(), "dev".to_owned())]),
+                remove: vec!["added".into()],
+            }]
+        );
+    }
+
+    #[test]
+    fn import_ids_are_adopted_once() {
+        let mut d = desired(2);
+        d.import_ids = vec!["i-ext".into()];
+        let p = plan(&d, &owner(), &[], &[]);
+        assert_eq!(
+            p.steps[0],
+            Step::Adopt {
+                index: 0,
+                id: "i-ext".into()
+            }
+        );
+        assert!(matches!(p.steps[1], Step::Launch { index: 1, .. }));
+        // Adopted (tagged): an index like any other; terminated later: relaunched.
+        let mut ext = launched(&d, "i-ext", 0, 0);
+        let one = launched(&d, "i-1", 1, 0);
+        let p = plan(&d, &owner(), &[ext.clone(), one.clone()], &[]);
+        assert!(p.settled, "{:?}", p.steps);
+        ext.state = "terminated".into();
+        let p = plan(&d, &owner(), &[ext, one], &[]);
+        assert!(matches!(
+            p.steps[0],
+            Step::Launch {
+                index: 0,
+                launch: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn other_owners_instances_are_ignored() {
+        let d = desired(1);
+        let mut foreign = launched(&d, "i-x", 0, 0);
+        foreign.tags.insert(OWNER_TAG.into(), "someone-else".into());
+        let p = plan(&d, &owner(), &[foreign], &[]);
+        assert!(matches!(p.steps[..], [Step::Launch { .. }]));
+    }
+}

@@ -35,7 +35,7 @@ pub struct OperatorOptions {
     /// `RUST_LOG` of the operator process.
     pub rust_log: String,
     /// Extra environment of the operator process, inherited by the providers it starts
-    /// (`KRAKEN_FIXTURE_CRASH_ONCE_FILE`, ...). `KRAKEN_FIXTURE_*`, `KRAKEN_PLUGIN_DIR`,
+    /// (`KRAKEN_FIXTURE_CRASH_ONCE_FILE`, ...). `KRAKEN_FIXTURE_*`, `AWS_*`, `KRAKEN_PLUGIN_DIR`,
     /// `KUBECONFIG` and `POD_NAMESPACE` of the test process are never passed on.
     pub env: Vec<(String, String)>,
     /// Extra arguments after the standard ones.
@@ -127,7 +127,10 @@ impl Operator {
         cmd.args(&self.opts.args);
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
+            // AWS_*: the operator's AWS environment (credentials, region, endpoints) is only
+            // what a test gives it, never the developer's own.
             if k.starts_with("KRAKEN_FIXTURE_")
+                || k.starts_with("AWS_")
                 || matches!(&*k, "KRAKEN_PLUGIN_DIR" | "KUBECONFIG" | "POD_NAMESPACE")
             {
                 cmd.env_remove(&key);

@@ -54,8 +54,8 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
         "kraken.dev/core=true",
     )?;
     ensure!(
-        n == 5,
-        "expected 5 core CRDs (ConfigExport, DependencyRequest, Provider, ProviderConfig, StateDeclaration), found {n}"
+        n == 7,
+        "expected 7 core CRDs (AwsConfig, EC2Instance, ConfigExport, DependencyRequest, Provider, ProviderConfig, StateDeclaration), found {n}"
     );
     let random = repo_root().join("generated-crds/random");
     cp.install_crds(&random, "tf.kraken.dev/provider=random")?;

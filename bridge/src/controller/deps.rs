@@ -91,28 +91,16 @@ pub async fn inputs(
                 STATUS_REQUEST,
                 json!(object_key(&run.k.kind.resource.kind, &run.name)),
             );
-            let message = if reason == WAITING {
-                message
-            } else {
-                format!("{reason}: {message}")
-            };
             let previous = run
                 .status
                 .get("conditions")
                 .and_then(Json::as_array)
                 .and_then(|cs| cs.iter().find(|c| c["type"] == SYNCED))
                 .map(|c| c["message"].as_str().unwrap_or_default().to_owned());
-            run.set_conditions(&[
-                Set::new(
-                    READY,
-                    false,
-                    WAITING,
-                    "waiting for the values of spec.valuesFrom; see the Synced condition",
-                ),
-                Set::new(SYNCED, false, WAITING, message.clone()),
-            ]);
+            let (conditions, event) = waiting(&reason, message, previous.as_deref());
+            run.set_conditions(&conditions);
             run.flush_status().await?;
-            if previous.as_deref() != Some(message.as_str()) && reason != WAITING {
+            if let Some(message) = event {
                 run.event(true, WAITING, message).await;
             }
             Ok(None)
@@ -137,6 +125,34 @@ pub async fn inputs(
             Ok(Some(merged))
         }
     }
+}
+
+/// A consumer whose values are not resolved: its conditions (`Synced` carries the request's
+/// reason and message), and the message of a Warning Event when that reason is a problem a
+/// user can fix and is new (`previous`: the Synced message before).
+pub fn waiting(
+    reason: &str,
+    message: String,
+    previous: Option<&str>,
+) -> ([Set; 2], Option<String>) {
+    let message = if reason == WAITING {
+        message
+    } else {
+        format!("{reason}: {message}")
+    };
+    let event = (previous != Some(message.as_str()) && reason != WAITING).then(|| message.clone());
+    (
+        [
+            Set::new(
+                READY,
+                false,
+                WAITING,
+                "waiting for the values of spec.valuesFrom; see the Synced condition",
+            ),
+            Set::new(SYNCED, false, WAITING, message),
+        ],
+        event,
+    )
 }
 
 /// The type at a Terraform path below `ty`.

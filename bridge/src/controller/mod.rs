@@ -43,7 +43,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 use crate::operator::metrics::Metrics;
 use crate::provider::pool::ProviderPool;
-pub use deps::{IN_USE, WAITING};
+pub use deps::{IN_USE, WAITING, waiting};
 pub use kinds::KindInfo;
 pub use resolve::Resolver;
 

@@ -667,11 +667,7 @@ async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     }
     let readers = deps::readers(run).await?;
     if !readers.is_empty() {
-        let message = format!(
-            "deletion waits: values of this object are still read by {}; they are deleted first (or annotate {}=true)",
-            readers.join(", "),
-            crate::hub::FORCE_DELETE_ANNOTATION
-        );
+        let message = crate::hub::producer::in_use_message(&readers);
         let first =
             condition(&run.status, READY).is_none_or(|(_, r, m)| r != deps::IN_USE || m != message);
         run.set_conditions(&[Set::new(READY, false, deps::IN_USE, message.clone())]);

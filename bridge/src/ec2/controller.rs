@@ -505,25 +505,13 @@ impl Pass<'_> {
             }
             Values::Waiting { reason, message } => {
                 self.status.dependency_request = Some(request);
-                let waiting = crate::controller::WAITING;
-                let message = if reason == waiting {
-                    message
-                } else {
-                    format!("{reason}: {message}")
-                };
                 let previous = self.condition(SYNCED).map(|(_, _, m)| m);
-                self.set(&[
-                    Set::new(
-                        READY,
-                        false,
-                        waiting,
-                        "waiting for the values of spec.valuesFrom; see the Synced condition",
-                    ),
-                    Set::new(SYNCED, false, waiting, message.clone()),
-                ]);
+                let (conditions, event) =
+                    crate::controller::waiting(&reason, message, previous.as_deref());
+                self.set(&conditions);
                 self.flush().await?;
-                if previous.as_deref() != Some(message.as_str()) && reason != waiting {
-                    self.event(true, waiting, message).await;
+                if let Some(message) = event {
+                    self.event(true, crate::controller::WAITING, message).await;
                 }
                 Ok(None)
             }
@@ -922,11 +910,7 @@ impl Pass<'_> {
             .readers(forced(self.obj.annotations()))
             .await?;
         if !readers.is_empty() {
-            let message = format!(
-                "deletion waits: values of this object are still read by {}; they are deleted first (or annotate {}=true)",
-                readers.join(", "),
-                crate::hub::FORCE_DELETE_ANNOTATION
-            );
+            let message = crate::hub::producer::in_use_message(&readers);
             let first = self
                 .condition(READY)
                 .is_none_or(|(_, r, m)| r != crate::controller::IN_USE || m != message);

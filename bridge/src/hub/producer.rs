@@ -217,6 +217,15 @@ impl Producer<'_> {
     }
 }
 
+/// The `InUse` message of a producer whose deletion waits for `readers`.
+pub fn in_use_message(readers: &[String]) -> String {
+    format!(
+        "deletion waits: values of this object are still read by {}; they are deleted first (or annotate {}=true)",
+        readers.join(", "),
+        super::FORCE_DELETE_ANNOTATION
+    )
+}
+
 /// Whether the `kraken.dev/force-delete` annotation asks to skip waiting for readers.
 pub fn forced(annotations: &BTreeMap<String, String>) -> bool {
     annotations

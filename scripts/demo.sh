@@ -11,9 +11,10 @@
 #        scripts/demo.sh down    stop what `up` (or an interrupted demo) started
 #
 # Everything lives in ~/.cache/kraken-demo (KRAKEN_DEMO_DIR): the control plane's run directory,
-# the plugin cache Providers install into, and the operator's log. The first run builds the test
-# peers (scripts/testenv.sh install, several minutes) and Kraken (cargo build --release); later
-# runs take seconds.
+# the plugin cache Providers install into, and the logs of the operator and of moto (the EC2
+# emulator examples/20-ec2.yaml talks to, on 127.0.0.1:5000 or KRAKEN_DEMO_MOTO_PORT). The first
+# run builds the test peers (scripts/testenv.sh install, several minutes) and Kraken (cargo build
+# --release); later runs take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,6 +24,8 @@ run_dir=$demo_dir/run
 kubeconfig=$run_dir/kubeconfig
 log=$demo_dir/operator.log
 pidfile=$demo_dir/operator.pid
+moto_pidfile=$demo_dir/moto.pid
+moto_port=${KRAKEN_DEMO_MOTO_PORT:-5000}
 
 # Never fails: cleanup must go on when stderr is gone (a closed pipe, a closed terminal).
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2 2>/dev/null || true; }
@@ -44,6 +47,11 @@ start() {
   say "starting etcd + kube-apiserver on loopback"
   scripts/testenv.sh up "$run_dir" >/dev/null
   kubectl apply --server-side -k generated-crds/core >/dev/null
+  if ! { [ -f "$moto_pidfile" ] && kill -0 "$(cat "$moto_pidfile")" 2>/dev/null; }; then
+    say "starting moto's EC2 emulator on 127.0.0.1:$moto_port (for examples/20-ec2.yaml)"
+    setsid "$KRAKEN_TEST_MOTO" -H 127.0.0.1 -p "$moto_port" >"$demo_dir/moto.log" 2>&1 </dev/null &
+    echo $! >"$moto_pidfile"
+  fi
   if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     say "operator already running (pid $(cat "$pidfile"))"
     return
@@ -68,6 +76,10 @@ stop() {
       kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$pidfile"
+  fi
+  if [ -f "$moto_pidfile" ]; then
+    kill -TERM "$(cat "$moto_pidfile")" 2>/dev/null || true
+    rm -f "$moto_pidfile"
   fi
   say "stopping the control plane"
   scripts/testenv.sh down "$run_dir" >/dev/null 2>&1 || true
@@ -96,6 +108,9 @@ Kraken is running. In another terminal:
   kubectl patch pet web --type merge -p '{"spec":{"forProvider":{"length":3}}}'   # a replacement
   $kraken activate random random_id           # install one more kind, on demand
   kubectl delete pet db                       # destroyed through the provider
+  kubectl get ec2 app -o yaml                 # native EC2 instances (moto on 127.0.0.1:$moto_port)
+  kubectl patch ec2 app --type merge -p '{"spec":{"count":3}}'                    # scale up
+  kubectl get configmap app-endpoint -o yaml  # the first instance's address, exported
 
 Operator log: $log
 EOF
@@ -116,6 +131,9 @@ case "${1:-demo}" in
     kubectl apply -f examples/10-resources.yaml >&2
     wait_for --for=condition=Ready -n default pets.random.tf.kraken.dev/web \
       pets.random.tf.kraken.dev/db strings.random.tf.kraken.dev/token statics.time.tf.kraken.dev/launched
+    say "applying examples/20-ec2.yaml: EC2 instances against moto, and a ConfigExport"
+    sed "s#http://127.0.0.1:5000#http://127.0.0.1:$moto_port#" examples/20-ec2.yaml | kubectl apply -f - >&2
+    wait_for --for=condition=Ready -n default ec2instances.aws.kraken.dev/app configexports.core.kraken.dev/app-endpoint
     kubectl get providers.core.kraken.dev
     echo
     kubectl get kraken -A

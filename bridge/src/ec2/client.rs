@@ -58,8 +58,8 @@ impl Instance {
     }
 }
 
-/// What to launch: one instance.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What to launch: one instance. Its `Debug` shows the user data's length, never its text.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct Launch {
     /// The idempotency token: the same token never launches a second instance.
     pub client_token: String,
@@ -73,6 +73,23 @@ pub struct Launch {
     pub root_volume_size: Option<i64>,
     pub root_volume_type: Option<String>,
     pub tags: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("client_token", &self.client_token)
+            .field("image_id", &self.image_id)
+            .field("instance_type", &self.instance_type)
+            .field("subnet_id", &self.subnet_id)
+            .field("security_group_ids", &self.security_group_ids)
+            .field("key_name", &self.key_name)
+            .field("user_data_bytes", &self.user_data.as_ref().map(String::len))
+            .field("root_volume_size", &self.root_volume_size)
+            .field("root_volume_type", &self.root_volume_type)
+            .field("tags", &self.tags)
+            .finish()
+    }
 }
 
 /// How a call failed.
@@ -132,14 +149,30 @@ pub trait Ec2: Send + Sync {
     async fn delete_tags(&self, id: &str, keys: &[String]) -> Result<()>;
 }
 
-/// Where and as whom to reach EC2.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+/// Where and as whom to reach EC2. Its `Debug` never shows the credentials.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Target {
     pub region: Option<String>,
     pub endpoint: Option<String>,
     /// Static credentials: access key id, secret access key, session token. `None` uses the
     /// SDK's standard chain.
     pub credentials: Option<(String, String, Option<String>)>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field(
+                "credentials",
+                &self
+                    .credentials
+                    .as_ref()
+                    .map(|(id, _, _)| format!("{id}/<redacted>")),
+            )
+            .finish()
+    }
 }
 
 /// The region used when neither the AwsConfig nor the environment names one.

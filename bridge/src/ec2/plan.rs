@@ -135,7 +135,19 @@ impl Desired {
             root_volume_type: self.root_volume.as_ref().and_then(|r| r.r#type.clone()),
             tags: self.tags_for(owner, index, launch),
         };
-        let params = format!("{l:?}");
+        // Everything that shapes the instance (the user data by digest, like the tag).
+        let params = format!(
+            "{:?}|{}|{}",
+            (
+                &l.image_id,
+                &l.instance_type,
+                &l.subnet_id,
+                &l.security_group_ids,
+                &l.key_name
+            ),
+            self.config_tag(),
+            serde_json::to_string(&self.tags).unwrap_or_default()
+        );
         l.client_token = client_token(&owner.uid, index, launch, &params);
         l
     }
@@ -573,6 +585,11 @@ mod tests {
         let mut d2 = d.clone();
         d2.image_id = "ami-2".into();
         assert_ne!(d2.launch(&owner(), 1, 0).client_token, l.client_token);
+        let mut d3 = d.clone();
+        d3.user_data = Some("#!/bin/sh".into());
+        assert_ne!(d3.launch(&owner(), 1, 0).client_token, l.client_token);
+        // Debug output (logs) never carries the user data.
+        assert!(!format!("{:?}", d3.launch(&owner(), 1, 0)).contains("#!/bin/sh"));
     }
 
     #[test]

@@ -87,6 +87,7 @@ pub struct Seen {
     pub image_id: String,
     pub subnet_id: String,
     pub private_ip: String,
+    pub security_groups: Vec<String>,
     pub tags: BTreeMap<String, String>,
 }
 
@@ -131,6 +132,11 @@ impl Ec2Probe {
             image_id: s(i.image_id()),
             subnet_id: s(i.subnet_id()),
             private_ip: s(i.private_ip_address()),
+            security_groups: i
+                .security_groups()
+                .iter()
+                .map(|g| s(g.group_id()))
+                .collect(),
             tags: i
                 .tags()
                 .iter()
@@ -268,6 +274,22 @@ impl Ec2Probe {
                 .send()
                 .await?;
             Ok(())
+        })
+    }
+
+    /// A security group in the default VPC; returns its id.
+    pub fn create_security_group(&self, name: &str) -> anyhow::Result<String> {
+        let name = name.to_string();
+        self.rt.block_on(async {
+            self.client
+                .create_security_group()
+                .group_name(&name)
+                .description("kraken test")
+                .send()
+                .await?
+                .group_id()
+                .map(str::to_string)
+                .context("CreateSecurityGroup returned no id")
         })
     }
 

@@ -317,6 +317,19 @@ fn an_ec2_instance_lives_its_whole_life_against_the_emulator() -> anyhow::Result
         );
         eb.wait_event("web", "Resized", &id)?;
 
+        // Security groups: in place, the same instance.
+        let sg = eb.probe.create_security_group("web")?;
+        eb.patch("web", json!({"securityGroupIds": [sg]}))?;
+        wait_for(CONVERGE, "the security group set in moto", || {
+            let s = eb.probe.instance(&id)?;
+            if s.security_groups == [sg.clone()] {
+                Ok(Some(()))
+            } else {
+                bail!("groups {:?}", s.security_groups)
+            }
+        })?;
+        eb.wait_reconciled("web", "with the group", |o| ids(o) == [id.clone()])?;
+
         // An image change with replacePolicy Refuse: shown in status, not carried out.
         eb.patch("web", json!({"imageId": AMI_2, "replacePolicy": "Refuse"}))?;
         let (message, obj) = eb.wait_condition("web", "Synced", "False", "ReplaceRefused")?;

@@ -599,9 +599,23 @@ fn bad_input_gets_a_clear_condition() -> anyhow::Result<()> {
             eb.probe.instances(&[])?
         );
 
-        // Fixing the input converges: the AMI, then the Secret.
+        // Fixing the input converges: the AMI; the AwsConfig it names, created late (an
+        // AwsConfig change is watched: no wait for the next retry).
         eb.patch("bad-ami", json!({"imageId": AMI}))?;
         eb.wait_reconciled("bad-ami", "after the AMI was fixed", |_| true)?;
+        eb.aws_config("missing", &eb.moto.endpoint())?;
+        let fixed = std::time::Instant::now();
+        eb.wait_reconciled("no-config", "after its AwsConfig was created", |_| true)?;
+        eprintln!(
+            "no-config converged {:.1}s after its AwsConfig appeared",
+            fixed.elapsed().as_secs_f64()
+        );
+        // By now its retries are 30 s or more apart: this is the watch, not the backoff.
+        ensure!(
+            fixed.elapsed() < Duration::from_secs(20),
+            "no-config took {:?} to see its new AwsConfig",
+            fixed.elapsed()
+        );
         Ok(())
     })();
     eb.finish(result)

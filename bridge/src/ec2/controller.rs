@@ -151,16 +151,36 @@ pub async fn run(
     let client = ctrl.ctx.client.clone();
     let api: Api<EC2Instance> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
+    let instances = reader.clone();
     let stream = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(|o: &mut EC2Instance| o.metadata.managed_fields = None)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(trigger_hash, Default::default());
-    let triggers = consumer_triggers(client, GROUP, "EC2Instance")
+    let triggers = consumer_triggers(client.clone(), GROUP, "EC2Instance")
         .map(|(name, ns)| ObjectRef::<EC2Instance>::new(&name).within(&ns));
     tracing::info!(kind = LABEL, "starting controller");
+    // An AwsConfig created or changed (a fixed endpoint, region or Secret reference)
+    // reconciles the EC2Instances that name it, at once rather than at their next retry.
+    let configs: Api<AwsConfig> = Api::all(client.clone());
+    let users = move |cfg: AwsConfig| {
+        let (ns, name) = (cfg.namespace(), cfg.name_any());
+        instances
+            .state()
+            .into_iter()
+            .filter(|o| o.namespace() == ns)
+            .filter(|o| {
+                o.spec
+                    .aws_config_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == name)
+            })
+            .map(|o| ObjectRef::from_obj(&*o))
+            .collect::<Vec<_>>()
+    };
     Controller::for_stream(stream, reader)
+        .watches(configs, watcher::Config::default().any_semantic(), users)
         .reconcile_on(triggers)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use kraken_tests::moto::{AMI, Ec2Probe, Moto, REGION};
+use kraken_tests::moto::{AMI, Ec2Probe, Moto, REGION, cpu_seconds};
 use kraken_tests::operator::bed::yaml_documents;
 use kraken_tests::operator::{FixtureBed, OperatorOptions, metric_samples};
 use kraken_tests::{TestEnv, wait_for};
@@ -210,6 +210,8 @@ fn main() -> anyhow::Result<()> {
         let mut kraken_p50 = Vec::new();
         let mut kraken_delete = Vec::new();
         let mut kraken_writes = Vec::new();
+        let mut kraken_moto_cpu = Vec::new();
+        let mut kraken_op_cpu = Vec::new();
         let mut tf_apply = Vec::new();
         let mut tf_destroy = Vec::new();
         for run in 0..runs {
@@ -223,11 +225,15 @@ fn main() -> anyhow::Result<()> {
                                     "instanceType": "t3.micro", "tags": {"bench": "kraken"}}})
                 })
                 .collect();
+            moto.reset()?;
+            let op_pid = bed.op.pid().context("the operator is not running")?;
+            let (moto0, op0) = (cpu_seconds(moto.pid())?, cpu_seconds(op_pid)?);
             let w0 = writes(&bed.op.metrics()?);
             let start = Instant::now();
             bed.apply(&yaml_documents(&docs))?;
             let times = rt.block_on(wait_ready(&kc, &ns, &prefix, n, start))?;
             let all = times.iter().max().copied().unwrap_or_default();
+            let (moto_cpu, op_cpu) = (cpu_seconds(moto.pid())? - moto0, cpu_seconds(op_pid)? - op0);
             std::thread::sleep(Duration::from_secs(2));
             let w = (writes(&bed.op.metrics()?) - w0) / n as f64;
             let live: BTreeSet<String> = probe
@@ -272,12 +278,14 @@ fn main() -> anyhow::Result<()> {
                 );
             }
             eprintln!(
-                "run {}: kraken {n} Ready in {:.2} s (p50 {:.2} s), deleted in {:.2} s, {w:.2} API writes each",
+                "run {}: kraken {n} Ready in {:.2} s (p50 {:.2} s; CPU to Ready: moto {moto_cpu:.1} s, operator {op_cpu:.1} s), deleted in {:.2} s, {w:.2} API writes each",
                 run + 1,
                 all.as_secs_f64(),
                 pct(&times, 0.5).as_secs_f64(),
                 deleted.as_secs_f64()
             );
+            kraken_moto_cpu.push(moto_cpu);
+            kraken_op_cpu.push(op_cpu);
             kraken_all.push(all.as_secs_f64());
             kraken_p50.push(pct(&times, 0.5).as_secs_f64());
             kraken_delete.push(deleted.as_secs_f64());
@@ -285,6 +293,7 @@ fn main() -> anyhow::Result<()> {
 
             // Terraform, same moto.
             if let Some((_, version)) = &aws {
+                moto.reset()?;
                 let dir = terraform_dir(&moto.endpoint(), n, version)?;
                 terraform(dir.path(), &["init", "-input=false", "-no-color"])?;
                 let p = format!("-parallelism={parallelism}");
@@ -324,20 +333,22 @@ fn main() -> anyhow::Result<()> {
             "### {n} EC2 instances against moto: apply → all running ({runs} interleaved runs, medians)\n"
         );
         println!(
-            "| tool | apply → all running s | p50 per instance s | delete → all terminated s | API writes per instance |"
+            "| tool | apply → all running s | p50 per instance s | delete → all terminated s | API writes per instance | CPU s to all running: moto / operator |"
         );
-        println!("|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|");
         println!(
-            "| Kraken (EC2Instance, native SDK) | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| Kraken (EC2Instance, native SDK) | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} / {:.1} |",
             median(kraken_all.clone()),
             median(kraken_p50),
             median(kraken_delete.clone()),
-            median(kraken_writes)
+            median(kraken_writes),
+            median(kraken_moto_cpu),
+            median(kraken_op_cpu)
         );
         match &aws {
             Some((_, version)) => {
                 println!(
-                    "| Terraform 1.8.5 + hashicorp/aws {version} (`-parallelism={parallelism}`) | {:.2} | — | {:.2} | — |",
+                    "| Terraform 1.8.5 + hashicorp/aws {version} (`-parallelism={parallelism}`) | {:.2} | — | {:.2} | — | — |",
                     median(tf_apply.clone()),
                     median(tf_destroy.clone())
                 );
@@ -348,7 +359,7 @@ fn main() -> anyhow::Result<()> {
                 );
             }
             None => println!(
-                "| Terraform + hashicorp/aws | not measured: the AWS provider binary is not in the test cache (`scripts/aws-schema.sh build`) | | | |"
+                "| Terraform + hashicorp/aws | not measured: the AWS provider binary is not in the test cache (`scripts/aws-schema.sh build`) | | | | |"
             ),
         }
         Ok(())

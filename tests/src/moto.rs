@@ -69,6 +69,40 @@ impl Moto {
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Forgets every instance, VPC and tag (`POST /moto-api/reset`): a fresh cloud.
+    pub fn reset(&self) -> anyhow::Result<()> {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        write!(
+            s,
+            "POST /moto-api/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)?;
+        if !answer.starts_with("HTTP/1.1 200") && !answer.starts_with("HTTP/1.0 200") {
+            bail!(
+                "moto reset answered {}",
+                answer.lines().next().unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// CPU seconds (user + system) a process has used so far.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> f64 { fields.get(i).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+    Ok((ticks(11) + ticks(12)) / 100.0)
 }
 
 impl Drop for Moto {

@@ -17,6 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use kraken_tests::bench::{env_or, pct};
 use kraken_tests::moto::{AMI, Ec2Probe, Moto, REGION, cpu_seconds};
 use kraken_tests::operator::bed::yaml_documents;
 use kraken_tests::operator::{FixtureBed, OperatorOptions, metric_samples};
@@ -25,21 +26,6 @@ use serde_json::{Value, json};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> anyhow::Result<T> {
-    match std::env::var(key) {
-        Ok(v) => v
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{key} must be a number, got {v:?}")),
-        Err(_) => Ok(default),
-    }
-}
-
-async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
 
 /// Watches EC2Instances named `<prefix>-*` until `n` are Ready at their generation; each
 /// one's time since `start`.
@@ -86,13 +72,6 @@ async fn wait_ready(
             }
         }
     }
-}
-
-fn pct(v: &[Duration], p: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i).copied().unwrap_or_default()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -196,7 +175,7 @@ fn main() -> anyhow::Result<()> {
     let aws = aws_provider();
     let result = (|| -> anyhow::Result<()> {
         let ns = bed.ns.clone();
-        let kc = rt.block_on(client(bed.cp.kubeconfig()))?;
+        let kc = rt.block_on(kraken_tests::bench::kube_client(bed.cp.kubeconfig()))?;
         bed.apply(&yaml_documents(&[
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-creds", "namespace": ns},
                    "stringData": {"id": "testing", "secret": "testing"}}),

@@ -17,21 +17,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use kraken_tests::bench::{env_or, pct};
 use kraken_tests::operator::bed::{OBJECTS, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions, metric_samples};
 use serde_json::{Value, json};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> anyhow::Result<T> {
-    match std::env::var(key) {
-        Ok(v) => v
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{key} must be a number, got {v:?}")),
-        Err(_) => Ok(default),
-    }
-}
 
 /// kraken_api_writes_total by resource (Lease renewals excluded).
 fn writes(op: &Operator) -> anyhow::Result<BTreeMap<String, f64>> {
@@ -68,12 +60,6 @@ fn consumer(ns: &str, i: usize) -> Value {
            "spec": {"forProvider": {"name": format!("c{i}"), "size": 1},
                     "driftInterval": "0",
                     "valuesFrom": [{"path": "tags.size", "resource": {"kind": "Object", "name": "producer", "path": "size"}}]}})
-}
-
-async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// Watches the consumers until all are Ready at their generation with `tags.size == want`;
@@ -130,13 +116,6 @@ async fn wait_consumers(
     }
 }
 
-fn pct(v: &[Duration], p: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i).copied().unwrap_or_default()
-}
-
 fn main() -> anyhow::Result<()> {
     let n: usize = env_or("KRAKEN_BENCH_HUB_CONSUMERS", 1000)?;
     let changes: usize = env_or("KRAKEN_BENCH_HUB_CHANGES", 3)?;
@@ -152,7 +131,7 @@ fn main() -> anyhow::Result<()> {
     let bed = FixtureBed::start("bench-hub", opts)?;
     let result = (|| -> anyhow::Result<()> {
         let ns = bed.ns.clone();
-        let kc = rt.block_on(client(bed.cp.kubeconfig()))?;
+        let kc = rt.block_on(kraken_tests::bench::kube_client(bed.cp.kubeconfig()))?;
         bed.apply_object(
             "producer",
             json!({"forProvider": {"name": "producer", "size": 1}}),

@@ -26,7 +26,7 @@ pub mod provider_config;
 mod reconcile;
 pub mod resolve;
 pub mod state;
-mod write;
+pub(crate) mod write;
 
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};

@@ -73,16 +73,7 @@ impl<'a> Run<'a> {
         annotations: &[(&str, Option<&str>)],
         finalizer: bool,
     ) -> Result<()> {
-        let mut finalizers: Vec<String> = self
-            .obj
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        if finalizer {
-            finalizers.push(FINALIZER.to_owned());
-        }
+        let finalizers = with_finalizer(self.obj.finalizers(), finalizer);
         let ann: serde_json::Map<String, Json> = annotations
             .iter()
             .map(|(k, v)| {
@@ -218,6 +209,19 @@ impl<'a> Run<'a> {
             tracing::warn!(kind = %self.k.label, name = %self.name, reason, "could not publish event: {err}");
         }
     }
+}
+
+/// `current` finalizers with Kraken's added (`on`) or removed, the others kept in order.
+pub fn with_finalizer(current: &[String], on: bool) -> Vec<String> {
+    let mut out: Vec<String> = current
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    if on {
+        out.push(FINALIZER.to_owned());
+    }
+    out
 }
 
 /// At most `max` bytes of `s`, cut at a character boundary.

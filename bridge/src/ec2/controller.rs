@@ -367,16 +367,7 @@ impl Pass<'_> {
     }
 
     async fn set_finalizer(&mut self, on: bool) -> Result<(), kube::Error> {
-        let mut finalizers: Vec<String> = self
-            .obj
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        if on {
-            finalizers.push(FINALIZER.to_owned());
-        }
+        let finalizers = crate::controller::write::with_finalizer(self.obj.finalizers(), on);
         self.ctrl.ctx.metrics.api_write("ec2instances", "patch");
         self.obj = self
             .api

@@ -71,7 +71,8 @@ pub struct OperatorArgs {
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "kraken-operator", value_name = "NAME")]
     pub lease_name: String,
-    /// How many resources are reconciled at once, per kind.
+    /// How many resources are reconciled at once, per kind (and how many DependencyRequests
+    /// and ConfigExports are resolved at once).
     #[arg(long, default_value_t = 64)]
     pub concurrency: u16,
     /// Shut a provider process down after this long without requests (Go duration).

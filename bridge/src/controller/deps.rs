@@ -75,6 +75,7 @@ pub async fn inputs(
     let values = request_values(
         &ctx.client,
         &ctx.metrics,
+        &ctx.hub_index,
         &run.namespace,
         &consumer(run),
         &run.k.kind.resource.group,

@@ -48,6 +48,15 @@ pub async fn provider(
     namespace: &str,
     pc_name: &str,
 ) -> Result<Provider> {
+    // From the ProviderConfig controller's cache; a name it has not seen (yet) is read.
+    let cached = ctx
+        .provider_configs
+        .get()
+        .and_then(|s| s.get(&kube::runtime::reflector::ObjectRef::new(pc_name).within(namespace)));
+    if let Some(pc) = cached {
+        let (resolved, host) = configured(ctx, namespace, &pc).await?;
+        return resource_provider(ctx, kind, resolved, host).await;
+    }
     let pcs: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), namespace);
     let pc = match pcs.get_opt(pc_name).await {
         Ok(Some(pc)) => pc,

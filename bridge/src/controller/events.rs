@@ -7,10 +7,21 @@
 //! publisher remembers only Warnings — the ones a failing resource repeats on each retry — in a
 //! small bounded cache keyed by object UID, reason and message, and counts their repeats as a
 //! series the way kube-runtime does.
+//!
+//! Events are sent in the background, as client-go's broadcaster does: a reconcile queues its
+//! Event (with the time it happened) and goes on, and two workers publish the queue. When a
+//! thousand resources change at once, their Events then wait behind the writes that make them
+//! Ready instead of taking a fifth of the API server's writes ahead of them. The queue is
+//! bounded; an Event that finds it full is dropped, logged and counted
+//! (`kraken_events_dropped_total`), since Events are best-effort in Kubernetes and a reconcile
+//! must never wait on one. Shutdown flushes the queue ([`Publisher::flush`]).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
@@ -48,34 +59,155 @@ pub fn event(warning: bool, reason: &str, note: &str, action: &str) -> Event {
     }
 }
 
-/// Publishes Events; cheap to share.
+/// Events waiting to be published, at most.
+const QUEUE: usize = 10_000;
+/// Events published at once.
+const WORKERS: usize = 2;
+
+/// An Event waiting in the queue, with the time it happened.
+struct Queued {
+    ev: Event,
+    regarding: ObjectReference,
+    at: k8s_openapi::jiff::Timestamp,
+}
+
+/// Publishes Events in the background; one per operator, shared.
 pub struct Publisher {
+    sender: Arc<Sender>,
+    capacity: usize,
+    queue: OnceLock<tokio::sync::mpsc::Sender<Queued>>,
+    /// Events queued and not yet published (or given up on).
+    pending: Arc<Pending>,
+    dropped: Arc<dyn Fn() + Send + Sync>,
+}
+
+#[derive(Default)]
+struct Pending {
+    count: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+impl Pending {
+    fn done(&self) {
+        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+}
+
+impl Publisher {
+    /// A publisher whose dropped Events (queue full) are counted by `dropped`.
+    pub fn new(client: Client, reporter: Reporter, dropped: Arc<dyn Fn() + Send + Sync>) -> Self {
+        Self::with_capacity(client, reporter, dropped, QUEUE)
+    }
+
+    fn with_capacity(
+        client: Client,
+        reporter: Reporter,
+        dropped: Arc<dyn Fn() + Send + Sync>,
+        capacity: usize,
+    ) -> Self {
+        Self {
+            sender: Arc::new(Sender {
+                client,
+                reporter,
+                warnings: Mutex::default(),
+            }),
+            capacity,
+            queue: OnceLock::new(),
+            pending: Arc::default(),
+            dropped,
+        }
+    }
+
+    /// Queues `ev` about `regarding` (published in its namespace; cluster-scoped objects:
+    /// `default`), stamped with the current time. Never waits; must be called from within the
+    /// Tokio runtime (the workers start on first use).
+    pub fn send(&self, ev: Event, regarding: ObjectReference) {
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(self.capacity);
+            tokio::spawn(work(self.sender.clone(), rx, self.pending.clone()));
+            tx
+        });
+        let item = Queued {
+            ev,
+            regarding,
+            at: k8s_openapi::jiff::Timestamp::now(),
+        };
+        self.pending.count.fetch_add(1, Ordering::AcqRel);
+        if let Err(err) = queue.try_send(item) {
+            self.pending.done();
+            (self.dropped)();
+            let item = match err {
+                tokio::sync::mpsc::error::TrySendError::Full(i)
+                | tokio::sync::mpsc::error::TrySendError::Closed(i) => i,
+            };
+            tracing::warn!(
+                reason = %item.ev.reason,
+                object = item.regarding.name.as_deref().unwrap_or_default(),
+                "event queue full ({} waiting): dropped an event",
+                self.capacity
+            );
+        }
+    }
+
+    /// Waits until every queued Event is published (or failed), at most `timeout`; returns
+    /// how many are still waiting.
+    pub async fn flush(&self, timeout: Duration) -> usize {
+        let wait = async {
+            loop {
+                let idle = self.pending.idle.notified();
+                if self.pending.count.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        self.pending.count.load(Ordering::Acquire)
+    }
+}
+
+/// Publishes the queue, [`WORKERS`] at a time, until every sender is gone.
+async fn work(sender: Arc<Sender>, rx: tokio::sync::mpsc::Receiver<Queued>, pending: Arc<Pending>) {
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+        .for_each_concurrent(WORKERS, |q| {
+            let sender = sender.clone();
+            let pending = pending.clone();
+            async move {
+                if let Err(err) = sender.publish(&q.ev, &q.regarding, q.at).await {
+                    tracing::warn!(
+                        reason = %q.ev.reason,
+                        object = q.regarding.name.as_deref().unwrap_or_default(),
+                        "could not publish event: {err}"
+                    );
+                }
+                pending.done();
+            }
+        })
+        .await;
+}
+
+/// What publishes one Event: the client, who reports, and the Warning series.
+struct Sender {
     client: Client,
     reporter: Reporter,
     warnings: Mutex<HashMap<Key, Series>>,
 }
 
-impl Publisher {
-    pub fn new(client: Client, reporter: Reporter) -> Self {
-        Self {
-            client,
-            reporter,
-            warnings: Mutex::default(),
-        }
-    }
-
+impl Sender {
     /// Publishes `ev` about `regarding`, in its namespace (cluster-scoped objects: `default`).
-    pub async fn publish(
+    async fn publish(
         &self,
         ev: &Event,
         regarding: &ObjectReference,
+        now: k8s_openapi::jiff::Timestamp,
     ) -> Result<(), kube::Error> {
         let namespace = regarding
             .namespace
             .clone()
             .unwrap_or_else(|| "default".to_owned());
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
-        let now = k8s_openapi::jiff::Timestamp::now();
         if ev.type_ == EventType::Warning {
             let key = (
                 regarding.uid.clone().unwrap_or_default(),
@@ -189,21 +321,25 @@ impl Publisher {
 mod tests {
     use super::*;
 
-    fn publisher() -> Option<Publisher> {
-        // A client that is never used: these tests exercise the series bookkeeping only.
-        let config = kube::Config::new("http://127.0.0.1:9".parse().ok()?);
-        let client = Client::try_from(config).ok()?;
-        let reporter = Reporter {
+    fn client(addr: &str) -> Client {
+        let config = kube::Config::new(addr.parse().expect("url"));
+        Client::try_from(config).expect("client")
+    }
+
+    fn reporter() -> Reporter {
+        Reporter {
             controller: "kraken".into(),
             instance: None,
-        };
-        Some(Publisher::new(client, reporter))
+        }
     }
 
     #[tokio::test]
     async fn warnings_repeat_as_a_series_and_the_cache_stays_bounded() {
-        let Some(p) = publisher() else {
-            panic!("could not build a client");
+        // A client that is never used: this exercises the series bookkeeping only.
+        let p = Sender {
+            client: client("http://127.0.0.1:9"),
+            reporter: reporter(),
+            warnings: Mutex::default(),
         };
         let key = |i: usize| {
             (
@@ -222,5 +358,55 @@ mod tests {
         let len = p.warnings.lock().map(|w| w.len()).unwrap_or_default();
         assert!(len <= SERIES_MAX, "{len} entries");
         assert!(p.repeat(&key(SERIES_MAX + 10)).is_some());
+    }
+
+    /// A full queue drops (and counts) instead of making the reconcile wait, and `flush`
+    /// reports what is still waiting.
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_and_flush_is_bounded() {
+        // An API server that accepts connections and never answers: the workers hang on
+        // their first Event each.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _accept = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let counter = dropped.clone();
+        let p = Publisher::with_capacity(
+            client(&format!("http://{addr}")),
+            reporter(),
+            Arc::new(move || {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }),
+            3,
+        );
+        let regarding = ObjectReference {
+            name: Some("web".into()),
+            namespace: Some("ns".into()),
+            ..Default::default()
+        };
+        for _ in 0..WORKERS {
+            p.send(
+                event(false, "Created", "created", "Reconcile"),
+                regarding.clone(),
+            );
+        }
+        // Let the workers take theirs, then fill the queue and overflow it by two.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for _ in 0..5 {
+            p.send(
+                event(false, "Updated", "updated", "Reconcile"),
+                regarding.clone(),
+            );
+        }
+        assert_eq!(dropped.load(Ordering::Relaxed), 2);
+        let waiting = p.flush(Duration::from_millis(100)).await;
+        assert_eq!(waiting, WORKERS + 3);
     }
 }

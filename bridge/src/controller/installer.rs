@@ -645,9 +645,7 @@ async fn write_status(
 async fn event(p: &Provider, inst: &Installer, warning: bool, reason: &str, note: &str) {
     let ev = super::events::event(warning, reason, note, "Install");
     inst.ctx.metrics.api_write("events", "create");
-    if let Err(err) = inst.ctx.events.publish(&ev, &p.object_ref(&())).await {
-        tracing::warn!(provider = %p.name_any(), reason, "could not publish event: {err}");
-    }
+    inst.ctx.events.send(ev, p.object_ref(&()));
 }
 
 fn error_policy(p: Arc<Provider>, err: &kube::Error, _inst: Arc<Installer>) -> Action {

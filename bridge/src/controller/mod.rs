@@ -65,6 +65,10 @@ pub struct Context {
     pub events: events::Publisher,
     /// The dependency hub's index: which DependencyRequests read which objects.
     pub hub_index: Arc<crate::hub::Index>,
+    /// The ProviderConfigs the ProviderConfig controller watches, once it runs: a reconcile
+    /// reads its ProviderConfig here instead of from the API server.
+    pub provider_configs:
+        std::sync::OnceLock<kube::runtime::reflector::Store<crate::core_kinds::ProviderConfig>>,
     field_maps: Mutex<HashMap<(String, String, String), Arc<fields::FieldMap>>>,
     /// Consecutive transient failures per object UID, for backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -82,12 +86,16 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            events: events::Publisher::new(client.clone(), reporter),
+            events: events::Publisher::new(client.clone(), reporter, {
+                let metrics = metrics.clone();
+                Arc::new(move || metrics.event_dropped())
+            }),
             client,
             pool,
             resolver,
             metrics,
             hub_index: Arc::default(),
+            provider_configs: std::sync::OnceLock::new(),
             field_maps: Mutex::default(),
             failures: Mutex::default(),
         }
@@ -148,6 +156,45 @@ pub struct KindContext {
     pub ctx: Arc<Context>,
     pub kind: KindInfo,
     pub label: String,
+    /// The resourceVersion each object (by uid) had after this controller last wrote it: a
+    /// reconcile reads the object at least that new, even before the watch has seen the write.
+    pub written: Mutex<HashMap<String, u64>>,
+}
+
+impl KindContext {
+    /// Records (`Some`) or forgets the version of `uid` after a write.
+    pub fn wrote(&self, uid: &str, version: Option<&str>) {
+        let mut map = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        match version.and_then(|v| v.parse::<u64>().ok()) {
+            Some(v) => {
+                map.insert(uid.to_owned(), v);
+            }
+            None => {
+                map.remove(uid);
+            }
+        }
+    }
+
+    /// The version to read object `uid` at: the newer of what the watch saw (`seen`) and what
+    /// this controller last wrote. Versions are etcd revisions in practice; one that is not a
+    /// number is used as it is.
+    pub fn read_version(&self, uid: &str, seen: &str) -> String {
+        let written = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .copied();
+        newer_version(seen, written)
+    }
+}
+
+/// The newer of `seen` and `written`; `seen` as it is when it is not a number.
+fn newer_version(seen: &str, written: Option<u64>) -> String {
+    match (seen.parse::<u64>(), written) {
+        (Ok(s), Some(w)) => s.max(w).to_string(),
+        _ => seen.to_owned(),
+    }
 }
 
 /// What makes a metadata event worth a reconcile: a new generation (spec change), deletion
@@ -220,13 +267,14 @@ pub async fn run_kind(
         ctx,
         label: label.clone(),
         kind: kind.clone(),
+        written: Mutex::default(),
     });
     // A change of one of this kind's DependencyRequests (resolved values) reconciles its
-    // consumer: the hub's answer arrives by watch.
+    // consumer: the hub's watch of the requests passes it on.
     let triggers = {
         let ar = kind.resource.clone();
         crate::hub::controller::consumer_triggers(
-            kctx.ctx.client.clone(),
+            &kctx.ctx.hub_index,
             &kind.resource.group,
             &kind.resource.kind,
         )
@@ -301,6 +349,15 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_at_the_newer_of_the_watch_and_the_own_write() {
+        assert_eq!(newer_version("120", Some(130)), "130");
+        assert_eq!(newer_version("140", Some(130)), "140");
+        assert_eq!(newer_version("120", None), "120");
+        // Not a number: as the watch gave it.
+        assert_eq!(newer_version("abc", Some(130)), "abc");
+    }
 
     #[test]
     fn parses_go_durations() {

@@ -35,6 +35,7 @@ pub async fn run(
     // A Provider that finishes installing (or changes version) re-checks the ProviderConfigs
     // that refer to it.
     let store = controller.store();
+    let _ = ctx.provider_configs.set(store.clone());
     let providers: Api<Provider> = Api::all(ctx.client.clone());
     controller
         .watches(providers, watcher::Config::default(), move |p: Provider| {

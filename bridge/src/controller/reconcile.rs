@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::api::{Api, DynamicObject, GetParams, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
@@ -88,8 +88,24 @@ pub async fn reconcile(
     let name = meta.metadata.name.clone().unwrap_or_default();
     let api: Api<DynamicObject> =
         Api::namespaced_with(k.ctx.client.clone(), &namespace, &k.kind.resource);
-    let Some(obj) = api.get_opt(&name).await? else {
-        return Ok(Action::await_change());
+    // At least as new as the watch event that woke this reconcile: the API server answers
+    // from its watch cache instead of a quorum read of etcd.
+    // Or as new as this controller's own last write, if the watch has not brought that yet.
+    let seen_uid = meta.metadata.uid.clone().unwrap_or_default();
+    let got = match meta.metadata.resource_version.as_deref() {
+        Some(rv) => {
+            let at = k.read_version(&seen_uid, rv);
+            api.get_with(&name, &GetParams::at(&at)).await
+        }
+        None => api.get(&name).await,
+    };
+    let obj = match got {
+        Ok(obj) => obj,
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            k.wrote(&seen_uid, None);
+            return Ok(Action::await_change());
+        }
+        Err(e) => return Err(e.into()),
     };
     let uid = obj.metadata.uid.clone().unwrap_or_default();
     let mut run = Run::new(&k, obj, namespace);

@@ -95,6 +95,12 @@ impl<'a> Run<'a> {
             .api
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        // Once the finalizer is gone the object may vanish: nothing to remember.
+        let version = self.obj.resource_version();
+        self.k.wrote(
+            &self.obj.uid().unwrap_or_default(),
+            finalizer.then_some(version.as_deref()).flatten(),
+        );
         Ok(())
     }
 
@@ -185,6 +191,11 @@ impl<'a> Run<'a> {
             {
                 Ok(obj) => {
                     self.obj = obj;
+                    if self.has_finalizer() {
+                        let version = self.obj.resource_version();
+                        self.k
+                            .wrote(&self.obj.uid().unwrap_or_default(), version.as_deref());
+                    }
                     return Ok(());
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 && attempt < 2 => {
@@ -200,14 +211,12 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Publishes an Event about the object. Failing to publish is logged, never fatal.
+    /// Queues an Event about the object (published in the background; see `events`).
     pub async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
         let ev = super::events::event(warning, reason, &note.into(), "Reconcile");
         self.count("events", "create");
         let reference = self.obj.object_ref(&self.k.kind.resource);
-        if let Err(err) = self.k.ctx.events.publish(&ev, &reference).await {
-            tracing::warn!(kind = %self.k.label, name = %self.name, reason, "could not publish event: {err}");
-        }
+        self.k.ctx.events.send(ev, reference);
     }
 }
 

@@ -158,7 +158,7 @@ pub async fn run(
         .reflect(writer)
         .applied_objects()
         .predicate_filter(trigger_hash, Default::default());
-    let triggers = consumer_triggers(client.clone(), GROUP, "EC2Instance")
+    let triggers = consumer_triggers(&ctrl.ctx.hub_index, GROUP, "EC2Instance")
         .map(|(name, ns)| ObjectRef::<EC2Instance>::new(&name).within(&ns));
     tracing::info!(kind = LABEL, "starting controller");
     // An AwsConfig created or changed (a fixed endpoint, region or Secret reference)
@@ -360,10 +360,7 @@ impl Pass<'_> {
     async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
         let ev = event(warning, reason, &note.into(), "Reconcile");
         self.ctrl.ctx.metrics.api_write("events", "create");
-        let reference = self.obj.object_ref(&());
-        if let Err(err) = self.ctrl.ctx.events.publish(&ev, &reference).await {
-            tracing::warn!(kind = LABEL, name = %self.name, reason, "could not publish event: {err}");
-        }
+        self.ctrl.ctx.events.send(ev, self.obj.object_ref(&()));
     }
 
     async fn set_finalizer(&mut self, on: bool) -> Result<(), kube::Error> {
@@ -502,6 +499,7 @@ impl Pass<'_> {
         let values = request_values(
             &ctx.client,
             &ctx.metrics,
+            &ctx.hub_index,
             &self.ns,
             &self.reference(),
             GROUP,

@@ -41,6 +41,9 @@ use crate::operator::metrics::Metrics;
 /// Field manager of the hub's writes.
 const MANAGER: &str = "kraken-hub";
 
+/// Held while one StateDeclaration is read (see [`Hub::declaration`]).
+type Gate = Arc<tokio::sync::Mutex<()>>;
+
 pub struct Hub {
     pub client: Client,
     pub index: Arc<Index>,
@@ -55,29 +58,34 @@ pub struct Hub {
     /// StateDeclarations read, by (namespace, name), with their resourceVersion: one producer
     /// read by a thousand requests is fetched once per change, not a thousand times.
     declarations: std::sync::Mutex<HashMap<(String, String), (String, StateDeclaration)>>,
+    /// One gate per StateDeclaration being read, so concurrent misses make one GET.
+    fetching: std::sync::Mutex<HashMap<(String, String), Gate>>,
 }
 
 impl Hub {
     /// The StateDeclaration `name` in `ns`: from the cache while its resourceVersion is the
-    /// one the watch last saw, else read.
+    /// one the watch last saw, else read — once: when a producer's outputs change, the
+    /// thousand requests that read it wait for one GET instead of each making their own.
     async fn declaration(
         &self,
         ns: &str,
         name: &str,
     ) -> Result<Option<StateDeclaration>, kube::Error> {
         let key = (ns.to_owned(), name.to_owned());
-        let current = self
-            .versions
-            .get()
-            .and_then(|s| s.get(&ObjectRef::new(name).within(ns)))
-            .and_then(|m| m.metadata.resource_version.clone());
-        if let Some(rv) = &current {
-            let cache = self.declarations.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((cached_rv, sd)) = cache.get(&key)
-                && cached_rv == rv
-            {
-                return Ok(Some(sd.clone()));
-            }
+        if let Some(sd) = self.cached_declaration(&key) {
+            return Ok(Some(sd));
+        }
+        let gate = self
+            .fetching
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let _turn = gate.lock().await;
+        // Whoever held the gate before may have read it meanwhile.
+        if let Some(sd) = self.cached_declaration(&key) {
+            return Ok(Some(sd));
         }
         let sd = Api::<StateDeclaration>::namespaced(self.client.clone(), ns)
             .get_opt(name)
@@ -90,9 +98,27 @@ impl Hub {
             }
             None => {
                 cache.remove(&key);
+                self.fetching
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&(ns.to_owned(), name.to_owned()));
             }
         }
         Ok(sd)
+    }
+
+    /// The cached StateDeclaration `key`, if the watch has seen no newer version of it.
+    fn cached_declaration(&self, key: &(String, String)) -> Option<StateDeclaration> {
+        let current = self
+            .versions
+            .get()
+            .and_then(|s| s.get(&ObjectRef::new(&key.1).within(&key.0)))
+            .and_then(|m| m.metadata.resource_version.clone())?;
+        let cache = self.declarations.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get(key)
+            .filter(|(rv, _)| *rv == current)
+            .map(|(_, sd)| sd.clone())
     }
 
     pub fn new(client: Client, index: Arc<Index>, metrics: Arc<Metrics>) -> Self {
@@ -105,26 +131,36 @@ impl Hub {
             retriggered: std::sync::Mutex::new(Some(rx)),
             versions: std::sync::OnceLock::new(),
             declarations: std::sync::Mutex::default(),
+            fetching: std::sync::Mutex::default(),
         }
     }
 }
 
-/// Runs the DependencyRequest controller until `shutdown` resolves.
+/// Runs the DependencyRequest controller, resolving at most `concurrency` requests at once,
+/// until `shutdown` resolves.
 pub async fn run(
     hub: Arc<Hub>,
+    concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = hub.client.clone();
     let api: Api<DependencyRequest> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
-    let index = hub.index.clone();
+    hub.index.serve_requests(reader.clone());
+    let seen = hub.clone();
     let requests = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .reflect(writer)
-        .inspect(move |ev| {
-            if let Ok(watcher::Event::Delete(dr)) = ev {
-                index.forget(&dr.namespace().unwrap_or_default(), &dr.name_any());
+        .inspect(move |ev| match ev {
+            Ok(watcher::Event::Delete(dr)) => {
+                let (ns, name) = (dr.namespace().unwrap_or_default(), dr.name_any());
+                seen.index.forget(&ns, &name);
+                seen.index.request_changed(dr);
             }
+            Ok(watcher::Event::Apply(dr) | watcher::Event::InitApply(dr)) => {
+                seen.index.request_changed(dr);
+            }
+            _ => {}
         })
         .touched_objects();
     let cfg = watcher::Config::default().any_semantic();
@@ -171,6 +207,7 @@ pub async fn run(
         )
         .watches_stream(cms, readers(SourceKind::ConfigMap, hub.index.clone()))
         .watches_stream(secrets, readers(SourceKind::Secret, hub.index.clone()))
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, hub)
         .for_each(|res| {
@@ -624,6 +661,7 @@ pub enum Values {
 pub async fn request_values(
     client: &Client,
     metrics: &Metrics,
+    index: &Index,
     ns: &str,
     consumer: &ObjectReference,
     group: &str,
@@ -631,7 +669,13 @@ pub async fn request_values(
 ) -> Result<Values, kube::Error> {
     let name = object_key(&consumer.kind, &consumer.name);
     let api: Api<DependencyRequest> = Api::namespaced(client.clone(), ns);
-    let existing = api.get_opt(&name).await?;
+    // From the hub's cache, which has at least the change that woke this consumer. A stale
+    // spec there costs one patch that changes nothing; a request the cache does not have yet
+    // one create answered 409.
+    let existing = match index.request(ns, &name) {
+        Some(dr) => dr.map(|dr| (*dr).clone()),
+        None => api.get_opt(&name).await?,
+    };
     if references.is_empty() {
         if existing.is_some() {
             drop_request(client, metrics, ns, &name).await?;
@@ -761,37 +805,11 @@ pub async fn drop_request(
 }
 
 /// The consumers (owner name, namespace) whose DependencyRequests change, for the consumer
-/// kind `kind` of `group`: a metadata watch of just those requests, by label.
+/// kind `kind` of `group`, as the hub's watch sees them (see [`Index::subscribe`]).
 pub fn consumer_triggers(
-    client: Client,
+    index: &Index,
     group: &str,
     kind: &str,
 ) -> impl Stream<Item = (String, String)> + Send + 'static {
-    let selector = format!(
-        "{CONSUMER_GROUP_LABEL}={group},{CONSUMER_KIND_LABEL}={}",
-        kind.to_lowercase()
-    );
-    let kind = kind.to_owned();
-    let api: Api<PartialObjectMeta<DependencyRequest>> = Api::all(client);
-    watcher(
-        api,
-        watcher::Config::default().labels(&selector).any_semantic(),
-    )
-    .default_backoff()
-    .touched_objects()
-    .filter_map(move |ev| {
-        let out = ev.ok().and_then(|meta| {
-            let ns = meta.metadata.namespace.clone()?;
-            let owner = meta
-                .metadata
-                .owner_references
-                .as_ref()?
-                .iter()
-                .find(|o| o.kind == kind)?
-                .name
-                .clone();
-            Some((owner, ns))
-        });
-        std::future::ready(out)
-    })
+    tokio_stream::wrappers::UnboundedReceiverStream::new(index.subscribe(group, kind))
 }

@@ -39,15 +39,19 @@ pub struct Exporter {
     pub ctx: Arc<crate::controller::Context>,
 }
 
+/// Runs the ConfigExport controller, at most `concurrency` exports at once, until `shutdown`
+/// resolves.
 pub async fn run(
     ex: Arc<Exporter>,
+    concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<ConfigExport> = Api::all(ex.client.clone());
-    let triggers = consumer_triggers(ex.client.clone(), GROUP, "ConfigExport")
+    let triggers = consumer_triggers(&ex.ctx.hub_index, GROUP, "ConfigExport")
         .map(|(name, ns)| ObjectRef::<ConfigExport>::new(&name).within(&ns));
     Controller::new(api, watcher::Config::default().any_semantic())
         .reconcile_on(triggers)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ex)
         .for_each(|_| std::future::ready(()))
@@ -112,7 +116,16 @@ async fn reconcile(ce: Arc<ConfigExport>, ex: Arc<Exporter>) -> Result<Action, k
         name: name.clone(),
         uid: ce.uid().unwrap_or_default(),
     };
-    let values = request_values(&ex.client, &ex.metrics, &ns, &consumer, GROUP, references).await?;
+    let values = request_values(
+        &ex.client,
+        &ex.metrics,
+        &ex.ctx.hub_index,
+        &ns,
+        &consumer,
+        GROUP,
+        references,
+    )
+    .await?;
     let update = match values {
         Values::None => Set::new(READY, false, "NoData", "spec.data is empty"),
         Values::Waiting { reason, message } => Set::new(
@@ -179,7 +192,7 @@ async fn write_status(
             &update.message,
             "Export",
         );
-        let _ = ex.ctx.events.publish(&ev, &ce.object_ref(&())).await;
+        ex.ctx.events.send(ev, ce.object_ref(&()));
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value as Json, json};
 
 use super::controller::drop_request;
-use super::{Index, ObjectKey, SourceKind, object_key, outputs_secret_name};
+use super::{Index, ObjectKey, Published, SourceKind, object_key, outputs_secret_name};
 use crate::core_kinds::hub::{
     DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
 };
@@ -91,11 +91,44 @@ impl Producer<'_> {
         if hash.is_some() && recorded == Some(&record) {
             return Ok(record);
         }
-        if !sensitive.is_empty() {
-            self.write_secret(&secret_name, sensitive).await?;
+        // What this process published last: unchanged parts are not written again, and changed
+        // ones are written without reading them first.
+        let uid = self.object.uid.as_str();
+        let memo = self.index.published(uid);
+        let now = Published {
+            spec: digest(&[
+                name.as_bytes(),
+                &serde_json::to_vec(&spec).unwrap_or_default(),
+            ]),
+            secret: (!sensitive.is_empty()).then(|| {
+                let parts: Vec<&[u8]> = sensitive
+                    .iter()
+                    .flat_map(|(k, v)| [k.as_bytes(), v.0.as_slice()])
+                    .collect();
+                digest(&parts)
+            }),
+        };
+        if memo == Some(now) {
+            return Ok(record);
+        }
+        if !sensitive.is_empty() && memo.map(|m| m.secret) != Some(now.secret) {
+            self.write_secret(&secret_name, sensitive, memo.is_none())
+                .await?;
+        }
+        if memo.map(|m| m.spec) == Some(now.spec) {
+            self.index.set_published(uid, Some(now));
+            return Ok(record);
         }
         let api: Api<StateDeclaration> = Api::namespaced(self.client.clone(), self.namespace);
-        if api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec) {
+        // With a hash, a different one means different outputs: write without reading first
+        // (a patch to what is already there changes nothing on the server). Without one
+        // (sensitive outputs) and nothing published by this process yet, compare with what is
+        // there.
+        if hash.is_none()
+            && memo.is_none()
+            && api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec)
+        {
+            self.index.set_published(uid, Some(now));
             return Ok(record);
         }
         // A JSON patch replacing spec is cheaper for the API server than a server-side apply
@@ -131,18 +164,23 @@ impl Producer<'_> {
                 Err(e) => return Err(e),
             }
         }
+        self.index.set_published(uid, Some(now));
         Ok(record)
     }
 
+    /// Writes the sensitive outputs; with `compare`, only if the Secret holds other values.
     async fn write_secret(
         &self,
         secret_name: &str,
         values: BTreeMap<String, ByteString>,
+        compare: bool,
     ) -> Result<(), kube::Error> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), self.namespace);
-        let current = secrets.get_opt(secret_name).await?;
-        if current.as_ref().and_then(|s| s.data.as_ref()) == Some(&values) {
-            return Ok(());
+        if compare {
+            let current = secrets.get_opt(secret_name).await?;
+            if current.as_ref().and_then(|s| s.data.as_ref()) == Some(&values) {
+                return Ok(());
+            }
         }
         let secret = Secret {
             metadata: ObjectMeta {
@@ -195,6 +233,7 @@ impl Producer<'_> {
     /// (nothing else collects them where no controller manager runs).
     pub async fn retire(&self) -> Result<(), kube::Error> {
         let name = self.key();
+        self.index.set_published(&self.object.uid, None);
         drop_request(self.client, self.metrics, self.namespace, &name).await?;
         let dp = DeleteParams::default();
         let ignore_missing = |r: Result<(), kube::Error>| match r {
@@ -215,6 +254,21 @@ impl Producer<'_> {
                 .map(|_| ()),
         )
     }
+}
+
+/// A stable 64-bit digest (FNV-1a) of `parts`, each length-prefixed.
+fn digest(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: u8| h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    for part in parts {
+        for b in (part.len() as u64).to_le_bytes() {
+            eat(b);
+        }
+        for b in *part {
+            eat(*b);
+        }
+    }
+    h
 }
 
 /// The `InUse` message of a producer whose deletion waits for `readers`.

@@ -62,6 +62,7 @@ pub struct Metrics {
     reconcile_failures: Family<FailureLabels, Counter>,
     provider_rpc_duration: HistogramFamily<RpcLabels>,
     api_writes: Family<WriteLabels, Counter>,
+    events_dropped: Counter,
     provider_processes: Gauge,
     provider_launches: Gauge,
     managed_resources: Family<KindLabels, Gauge>,
@@ -111,6 +112,12 @@ impl Metrics {
             "Writes the operator made to the API server, per resource and verb",
             api_writes.clone(),
         );
+        let events_dropped = Counter::default();
+        registry.register(
+            "events_dropped",
+            "Events dropped because the event queue was full",
+            events_dropped.clone(),
+        );
         let provider_processes = Gauge::default();
         registry.register(
             "provider_processes",
@@ -142,6 +149,7 @@ impl Metrics {
             reconcile_failures,
             provider_rpc_duration,
             api_writes,
+            events_dropped,
             provider_processes,
             provider_launches,
             managed_resources,
@@ -188,6 +196,11 @@ impl Metrics {
             verb: verb.into(),
         };
         self.api_writes.get_or_create(&labels).inc();
+    }
+
+    /// An Event was dropped: the event queue was full.
+    pub fn event_dropped(&self) {
+        self.events_dropped.inc();
     }
 
     /// Provider processes running now (from the pool's stats).

@@ -95,6 +95,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             None
         };
         metrics.set_leader(true);
+        // Another replica may have published while this one was not leading.
+        ctx.hub_index.forget_published();
         tracing::info!("leading: starting controllers");
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut pc_stop = stop_rx.clone();
@@ -118,6 +120,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 ctx.hub_index.clone(),
                 metrics.clone(),
             )),
+            opts.concurrency,
             async move {
                 let _ = hub_stop.wait_for(|s| *s).await;
             },
@@ -129,6 +132,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 metrics: metrics.clone(),
                 ctx: ctx.clone(),
             }),
+            opts.concurrency,
             async move {
                 let _ = export_stop.wait_for(|s| *s).await;
             },
@@ -181,6 +185,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
             break;
         }
+    }
+    let waiting = ctx.events.flush(std::time::Duration::from_secs(5)).await;
+    if waiting > 0 {
+        tracing::warn!("{waiting} events were not published before shutdown");
     }
     tracing::info!("shutting down provider processes");
     pool.shutdown_all().await;

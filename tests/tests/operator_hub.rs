@@ -256,7 +256,83 @@ fn a_chain_across_providers_and_protocols_propagates_and_tears_down_in_order() -
             }
         })?;
 
+        // So does a changed Secret, though the request's status (which holds no sensitive
+        // value) stays as it was.
+        bed.cp.kubectl(&[
+            "patch",
+            "secret",
+            "creds",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"stringData":{"password":"rotated-never-in-status"}}"#,
+        ])?;
+        wait_for(CONVERGE, "obj's password rotated in the ledger", || {
+            let o = ledger_object(bed, &obj_id)?;
+            if o["password"] == "rotated-never-in-status" {
+                Ok(Some(()))
+            } else {
+                bail!("not yet")
+            }
+        })?;
+
+        // A sensitive output that changes reaches its readers too: a longer pet name replaces
+        // the Pet, so obj (named after it) is replaced, with a new secret_token that the
+        // exported Secret must then hold; and obj2 (named after obj's id) follows.
+        let old_token = in_cloud["secret_token"].clone();
+        bed.cp.kubectl(&[
+            "patch",
+            PETS,
+            "pet",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"forProvider":{"length":3}}}"#,
+        ])?;
+        let obj_id = wait_for(CONVERGE, "obj replaced under the new pet name", || {
+            let o = get(bed, OBJECTS, "obj")?.context("obj")?;
+            let id = o["status"]["externalId"].as_str().unwrap_or_default();
+            if id.is_empty() || id == obj_id {
+                bail!("still {id:?}");
+            }
+            Ok(Some(id.to_owned()))
+        })?;
+        let in_cloud = ledger_object(bed, &obj_id)?;
+        ensure!(
+            in_cloud["secret_token"] != old_token,
+            "a replaced object has a new token"
+        );
+        wait_for(
+            CONVERGE,
+            "the exported Secret to hold the new token",
+            || {
+                let token = kraken_tests::operator::bed::secret_data(
+                    &bed.cp.get_json(&ns, "secret", "exported-secret")?,
+                    "token",
+                )?
+                .context("token")?;
+                if serde_json::Value::String(String::from_utf8(token)?) == in_cloud["secret_token"]
+                {
+                    Ok(Some(()))
+                } else {
+                    bail!("the old token")
+                }
+            },
+        )?;
+        let obj2_id = wait_for(CONVERGE, "obj2 renamed after the new obj", || {
+            let o = get(bed, OBJECTS, "obj2")?.context("obj2")?;
+            let id = o["status"]["externalId"].as_str().unwrap_or_default();
+            if ledger_object(bed, id).is_ok_and(|l| l["name"] == obj_id) {
+                Ok(Some(id.to_owned()))
+            } else {
+                bail!("obj2 {id:?} not yet named {obj_id}")
+            }
+        })?;
+
         // Deleting everything at once tears down in reverse dependency order.
+        let before_teardown = ledger::event_log(bed.ledger_dir())?.len();
         bed.cp.kubectl(&["delete", "-n", &ns, "--wait=false", "configexports.core.kraken.dev,resources.null.tf.kraken.dev,objects.fixture.tf.kraken.dev,pets.random.tf.kraken.dev", "--all"])?;
         for (res, name) in [
             (NULLS, "trig"),
@@ -273,6 +349,7 @@ fn a_chain_across_providers_and_protocols_propagates_and_tears_down_in_order() -
         }
         let deletes: Vec<String> = ledger::event_log(bed.ledger_dir())?
             .into_iter()
+            .skip(before_teardown)
             .filter(|e| e.op == "delete")
             .map(|e| e.id)
             .collect();

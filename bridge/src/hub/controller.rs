@@ -348,7 +348,11 @@ async fn reconcile(dr: Arc<DependencyRequest>, hub: Arc<Hub>) -> Result<Action, 
         status.values = values;
         if !sensitive.is_empty() {
             let secret = values_secret_name(&name);
-            write_values_secret(&hub, &dr, &ns, &secret, &sensitive).await?;
+            if write_values_secret(&hub, &dr, &ns, &secret, &sensitive).await? {
+                // New sensitive values leave the status as it was (they are only in the
+                // Secret), so no change of the request would wake the consumer: wake it here.
+                hub.index.request_changed(&dr);
+            }
             status.secret_name = Some(secret);
             status.sensitive_paths = sensitive.keys().cloned().collect();
         }
@@ -594,14 +598,15 @@ async fn secret_text(
     Ok(bytes.and_then(|b| String::from_utf8(b).ok()))
 }
 
-/// Writes the request's sensitive values (path → JSON text) into its Secret, if they changed.
+/// Writes the request's sensitive values (path → JSON text) into its Secret, if they changed;
+/// says whether it wrote.
 async fn write_values_secret(
     hub: &Hub,
     dr: &DependencyRequest,
     ns: &str,
     name: &str,
     values: &BTreeMap<String, String>,
-) -> Result<(), kube::Error> {
+) -> Result<bool, kube::Error> {
     let api: Api<Secret> = Api::namespaced(hub.client.clone(), ns);
     let data: BTreeMap<String, ByteString> = values
         .iter()
@@ -610,7 +615,7 @@ async fn write_values_secret(
     if let Some(existing) = api.get_opt(name).await?
         && existing.data.as_ref() == Some(&data)
     {
-        return Ok(());
+        return Ok(false);
     }
     let secret = Secret {
         metadata: ObjectMeta {
@@ -634,7 +639,7 @@ async fn write_values_secret(
         &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
     )
     .await?;
-    Ok(())
+    Ok(true)
 }
 
 // ---- the consumer's side ----

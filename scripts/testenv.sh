@@ -840,6 +840,7 @@ start_servers() {
 	# Flags follow envtest: RBAC with a client-CA (the admin cert is system:masters), a service
 	# account key pair so tokens can be issued, and the ServiceAccount admission plugin off
 	# because nothing (no controller-manager) creates the default service accounts it requires.
+	# /debug/pprof stays off unless KRAKEN_APISERVER_PROFILING=true (for profiling a benchmark).
 	# No endpoint reconciler: it would try (and fail, loudly) to publish 127.0.0.1 as the
 	# `kubernetes` service endpoint; nothing here routes service traffic anyway.
 	local apiserver=("$KRAKEN_TEST_KUBE_APISERVER"
@@ -850,7 +851,8 @@ start_servers() {
 		--service-account-issuer="https://127.0.0.1:$api_port"
 		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key"
 		--service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true
-		--disable-admission-plugins=ServiceAccount --profiling=false
+		--disable-admission-plugins=ServiceAccount
+		--profiling="${KRAKEN_APISERVER_PROFILING:-false}"
 		--endpoint-reconciler-type=none)
 	# The exact command line, NUL-separated, so that `start-apiserver` can bring the same server
 	# back (same port, same etcd) after `stop-apiserver`.

@@ -16,6 +16,16 @@ mod validate;
 
 use schemas::{all_schemas, kitchen, with_data_sources};
 
+/// This crate's directory, from the `CARGO_MANIFEST_DIR` cargo sets when it runs the tests (not
+/// the one compiled in: a build cache shared between two checkouts may run a binary compiled in
+/// the other one).
+pub(crate) fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        std::path::PathBuf::from,
+    )
+}
+
 fn open_api(crd: &GeneratedCrd) -> &Json {
     &crd.crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 }

@@ -16,8 +16,11 @@ use std::path::{Path, PathBuf};
 use kraken_codegen::tfjson::parse_provider_schemas;
 use kraken_codegen::{Generated, Options, generate, provider_type, write_dir};
 
+/// From the `CARGO_MANIFEST_DIR` cargo sets when it runs the test (not the one compiled in: a
+/// build cache shared between two checkouts may run a binary compiled in the other one).
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
         .parent()
         .expect("codegen lives in the workspace")
         .to_owned()

@@ -19,10 +19,15 @@ use std::sync::OnceLock;
 
 use anyhow::{Context as _, bail};
 
-/// The repository root (the workspace directory).
+/// The repository root (the workspace directory). From the `CARGO_MANIFEST_DIR` cargo sets
+/// when it runs a test or bench, not the one compiled in: a build cache shared between two
+/// checkouts may run a binary compiled in the other one.
 pub fn repo_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest
+        .parent()
+        .map_or_else(|| manifest.clone(), Path::to_path_buf)
 }
 
 /// Where `scripts/testenv.sh` keeps its cache and env file.

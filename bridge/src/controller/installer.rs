@@ -671,16 +671,19 @@ mod tests {
     }
 
     fn random_schema() -> ProviderSchema {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../codegen/testdata/schemas/random.json"
-        );
-        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // At run time: a build cache shared between checkouts may run a binary built in another.
+        let path = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(
+                || env!("CARGO_MANIFEST_DIR").into(),
+                std::path::PathBuf::from,
+            )
+            .join("../codegen/testdata/schemas/random.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
         let json: Json = serde_json::from_str(&text).unwrap_or_default();
         kraken_codegen::tfjson::parse_provider_schemas(&json)
             .ok()
             .and_then(|mut all| all.remove("registry.terraform.io/hashicorp/random"))
-            .unwrap_or_else(|| panic!("{path} holds the random provider's schema"))
+            .unwrap_or_else(|| panic!("{} holds the random provider's schema", path.display()))
     }
 
     #[test]

@@ -17,7 +17,7 @@ fn load(path: &Path) -> Vec<(String, ProviderSchema)> {
 }
 
 fn json_files(dir: &str) -> Vec<std::path::PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let dir = crate::tests::manifest_dir().join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("testdata dir")
         .map(|e| e.expect("entry").path())
@@ -44,7 +44,7 @@ pub fn all_schemas() -> Vec<(String, ProviderSchema)> {
 
 /// The hand-written schema that uses every feature.
 pub fn kitchen() -> (String, ProviderSchema) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/synthetic/kitchen.json");
+    let path = crate::tests::manifest_dir().join("testdata/synthetic/kitchen.json");
     load(&path).remove(0)
 }
 

@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn parses_the_committed_test_schemas() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/schemas");
+        let dir = crate::tests::manifest_dir().join("testdata/schemas");
         for name in ["random", "time", "null", "fixture"] {
             let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).expect("read");
             let doc: Json = serde_json::from_str(&text).expect("json");

@@ -9,7 +9,8 @@
 //!
 //! A consumer calls [`request_values`] in its reconcile (the seven steps of the reference
 //! design: build the spec → get → delete if empty → create → update → wait if not ready →
-//! use the values) and watches its requests ([`consumer_triggers`]).
+//! use the values), reading its request from the hub's cache, and is woken when it changes
+//! ([`consumer_triggers`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

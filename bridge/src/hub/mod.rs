@@ -8,10 +8,12 @@
 //! rules, and writes the result into the request's status, sensitive values into a Secret the
 //! request owns. It keeps an [`Index`] from each referenced object to the requests that read
 //! it, so a change of that object re-resolves exactly those requests (a watch, never a poll).
-//! The consumer's controller watches its requests and picks the values up.
+//! The hub's watch of the requests wakes each consumer's controller when its request changes
+//! (through the [`Index`], in-process), and the consumer reads the values from the hub's cache.
 //!
 //! This module holds the pure parts: parsing references and templates, walking paths,
-//! converting, the index and cycle detection.
+//! converting, the index (with what the hub shares in-process: its request cache, the
+//! consumers to wake, and what each producer last published) and cycle detection.
 
 pub mod controller;
 pub mod export;

@@ -53,30 +53,30 @@ pub async fn provider(
         .provider_configs
         .get()
         .and_then(|s| s.get(&kube::runtime::reflector::ObjectRef::new(pc_name).within(namespace)));
-    if let Some(pc) = cached {
-        let (resolved, host) = configured(ctx, namespace, &pc).await?;
-        return resource_provider(ctx, kind, resolved, host).await;
-    }
     let pcs: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), namespace);
-    let pc = match pcs.get_opt(pc_name).await {
-        Ok(Some(pc)) => pc,
-        Ok(None) => return Err(Error::ProviderConfigMissing(pc_name.to_owned())),
-        Err(kube::Error::SerdeError(e)) => {
-            return Err(Error::ProviderConfigInvalid {
-                name: pc_name.to_owned(),
-                message: format!("cannot be read: {e}"),
-            });
-        }
-        // The kind itself is missing: the core CRDs are not installed.
-        Err(kube::Error::Api(e)) if e.code == 404 => {
-            return Err(Error::ProviderConfigMissing(format!(
-                "{pc_name} (the ProviderConfig kind is not installed: kubectl apply --server-side -k generated-crds/core)"
-            )));
-        }
-        Err(e) => return Err(e.into()),
+    let pc = match cached {
+        Some(pc) => pc,
+        None => Arc::new(read_provider_config(&pcs, pc_name).await?),
     };
     let (resolved, host) = configured(ctx, namespace, &pc).await?;
     resource_provider(ctx, kind, resolved, host).await
+}
+
+/// ProviderConfig `pc_name`, read from the API server; errors name what is missing.
+async fn read_provider_config(pcs: &Api<ProviderConfig>, pc_name: &str) -> Result<ProviderConfig> {
+    match pcs.get_opt(pc_name).await {
+        Ok(Some(pc)) => Ok(pc),
+        Ok(None) => Err(Error::ProviderConfigMissing(pc_name.to_owned())),
+        Err(kube::Error::SerdeError(e)) => Err(Error::ProviderConfigInvalid {
+            name: pc_name.to_owned(),
+            message: format!("cannot be read: {e}"),
+        }),
+        // The kind itself is missing: the core CRDs are not installed.
+        Err(kube::Error::Api(e)) if e.code == 404 => Err(Error::ProviderConfigMissing(format!(
+            "{pc_name} (the ProviderConfig kind is not installed: kubectl apply --server-side -k generated-crds/core)"
+        ))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The pooled, configured provider process a ProviderConfig describes.

@@ -98,11 +98,11 @@ impl Hub {
                 cache.insert(key, (rv, sd.clone()));
             }
             None => {
-                cache.remove(&key);
                 self.fetching
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .remove(&(ns.to_owned(), name.to_owned()));
+                    .remove(&key);
+                cache.remove(&key);
             }
         }
         Ok(sd)
@@ -679,8 +679,8 @@ pub async fn request_values(
     // spec there costs one patch that changes nothing; a request the cache does not have yet
     // one create answered 409.
     let existing = match index.request(ns, &name) {
-        Some(dr) => dr.map(|dr| (*dr).clone()),
-        None => api.get_opt(&name).await?,
+        Some(dr) => dr,
+        None => api.get_opt(&name).await?.map(Arc::new),
     };
     if references.is_empty() {
         if existing.is_some() {

@@ -15,6 +15,7 @@ use serde_json::{Value as Json, json};
 
 use super::controller::drop_request;
 use super::{Index, ObjectKey, Published, SourceKind, object_key, outputs_secret_name};
+use crate::controller::state::fnv1a_parts;
 use crate::core_kinds::hub::{
     DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
 };
@@ -72,18 +73,14 @@ impl Producer<'_> {
                 keys: sensitive.keys().cloned().collect(),
             }),
         };
-        let hash = sensitive
-            .is_empty()
-            .then(|| {
-                serde_json::to_string(&spec).ok().map(|text| {
-                    use std::hash::{Hash as _, Hasher as _};
-                    let mut h = std::collections::hash_map::DefaultHasher::new();
-                    name.hash(&mut h);
-                    text.hash(&mut h);
-                    format!("{:016x}", h.finish())
-                })
-            })
-            .flatten();
+        let text = serde_json::to_string(&spec).unwrap_or_default();
+        let hash = sensitive.is_empty().then(|| {
+            use std::hash::{Hash as _, Hasher as _};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            name.hash(&mut h);
+            text.hash(&mut h);
+            format!("{:016x}", h.finish())
+        });
         let record = match &hash {
             Some(h) => json!({"name": name, "hash": h}),
             None => json!({"name": name}),
@@ -96,16 +93,13 @@ impl Producer<'_> {
         let uid = self.object.uid.as_str();
         let memo = self.index.published(uid);
         let now = Published {
-            spec: digest(&[
-                name.as_bytes(),
-                &serde_json::to_vec(&spec).unwrap_or_default(),
-            ]),
+            spec: fnv1a_parts(&[name.as_bytes(), text.as_bytes()]),
             secret: (!sensitive.is_empty()).then(|| {
                 let parts: Vec<&[u8]> = sensitive
                     .iter()
                     .flat_map(|(k, v)| [k.as_bytes(), v.0.as_slice()])
                     .collect();
-                digest(&parts)
+                fnv1a_parts(&parts)
             }),
         };
         if memo == Some(now) {
@@ -254,21 +248,6 @@ impl Producer<'_> {
                 .map(|_| ()),
         )
     }
-}
-
-/// A stable 64-bit digest (FNV-1a) of `parts`, each length-prefixed.
-fn digest(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |b: u8| h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    for part in parts {
-        for b in (part.len() as u64).to_le_bytes() {
-            eat(b);
-        }
-        for b in *part {
-            eat(*b);
-        }
-    }
-    h
 }
 
 /// The `InUse` message of a producer whose deletion waits for `readers`.

@@ -2,7 +2,7 @@
 //!
 //! The provider-specific parts (`forProvider`, `atProvider`, the rules on `spec`)
 //! come from the IR; everything else is the same for every kind: the reference to a
-//! ProviderConfig, `valuesFrom`, the policies, conditions and the last plan (DESIGN §4).
+//! ProviderConfig, `valuesFrom`, the policies, conditions and the last plan.
 //!
 //! Data sources (group `data.<provider>.tf.kraken.dev`) only read, so their spec has no
 //! management, deletion or replace policy and no import id, and their status no `lastPlan`.

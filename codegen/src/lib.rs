@@ -1,4 +1,4 @@
-//! Provider schema → CRDs (DESIGN §3).
+//! Provider schema → CRDs.
 //!
 //! Pure by design: no network and no Kubernetes client. The pipeline is
 //! schema ([`schema`], parsed by [`tfjson`]) → IR ([`ir`], names from [`names`]) → render

@@ -1,4 +1,4 @@
-//! Provider installation from Terraform-style registries and mirrors (DESIGN §1).
+//! Provider installation from Terraform-style registries and mirrors.
 //!
 //! A user names a provider (`hashicorp/aws ~> 5.0`); this crate finds the newest matching
 //! version in a [`Source`] — the provider registry, a network mirror or a directory on disk —

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use kraken_bridge::provider::lifecycle::{self, Action};
 use kraken_bridge::provider::{
-    DiagnosticsExt as _, LaunchOptions, PlanRequest, Provider, ProviderHost,
+    DiagnosticsExt as _, LaunchOptions, PlanRequest, Plugin, ProviderHost,
     REPORTED_TERRAFORM_VERSION, ReadRequest, launch, proposed::proposed_new,
 };
 use kraken_bridge::value::kube::from_kube_json;
@@ -71,7 +71,7 @@ async fn startup(env: &TestEnv) -> anyhow::Result<()> {
             let started = Instant::now();
             let client = launch(&opts).await?;
             protocol = client.protocol;
-            let provider = client.clone().into_provider();
+            let provider = kraken_bridge::provider::host::adapter(client.clone());
             provider.schema().await?;
             samples.push(started.elapsed());
             client.shutdown().await;
@@ -123,7 +123,7 @@ async fn rpc_latency(
     let mut opts = LaunchOptions::new(&p.path);
     opts.name = p.address.clone();
     let client = launch(&opts).await?;
-    let provider = client.clone().into_provider();
+    let provider = kraken_bridge::provider::host::adapter(client.clone());
     let schema = provider.schema().await?;
     let provider_cfg = from_kube_json(&json!({}), &schema.provider.block.implied_type())?;
     let diags = provider

@@ -1,6 +1,6 @@
 //! The operator under failure: SIGKILLs at random moments during heavy churn, a provider that
 //! crashes in the middle of an apply, and a 30-second API server outage. The guarantees under
-//! test (DESIGN.md §4): state is never lost, nothing is created twice, everything converges,
+//! test: state is never lost, nothing is created twice, everything converges,
 //! the process survives what it can survive.
 //!
 //! The random schedule is printed with its seed; `KRAKEN_CHAOS_SEED=<n>` replays it.

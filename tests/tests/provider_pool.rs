@@ -12,7 +12,7 @@ use anyhow::{Context as _, ensure};
 use kraken_bridge::provider::lifecycle;
 use kraken_bridge::provider::pool::{PoolError, PoolKey, PoolOptions, ProviderPool};
 use kraken_bridge::provider::{
-    DiagnosticsExt as _, LaunchOptions, PluginClient, Provider, ProviderHost,
+    DiagnosticsExt as _, LaunchOptions, Plugin, PluginClient, ProviderHost,
 };
 use kraken_bridge::value::Value;
 use kraken_bridge::value::kube::from_kube_json;
@@ -70,7 +70,7 @@ async fn wait_exited(plugin: &PluginClient, within: Duration) -> anyhow::Result<
 }
 
 /// Create one `fixture_object` through `p`.
-async fn create_object(p: &dyn Provider, name: &str) -> anyhow::Result<()> {
+async fn create_object(p: &dyn Plugin, name: &str) -> anyhow::Result<()> {
     let schema = p.schema().await?;
     let rs = schema
         .resource("fixture_object")

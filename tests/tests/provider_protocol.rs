@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail, ensure};
 use kraken_bridge::provider::lifecycle::{self, Action, LifecycleError, Plan, lookup};
 use kraken_bridge::provider::{
-    DiagnosticsExt as _, LaunchOptions, Provider, ProviderError, ProviderHost, Severity,
+    DiagnosticsExt as _, LaunchOptions, Plugin, ProviderError, ProviderHost, Severity,
     UpgradeRequest,
 };
 use kraken_bridge::value::kube::from_kube_json;
@@ -56,11 +56,7 @@ async fn configured(
 }
 
 /// A resource configuration from JSON keyed by Terraform attribute names.
-async fn config(
-    p: &dyn Provider,
-    type_name: &str,
-    cfg: serde_json::Value,
-) -> anyhow::Result<Value> {
+async fn config(p: &dyn Plugin, type_name: &str, cfg: serde_json::Value) -> anyhow::Result<Value> {
     let schema = p.schema().await?;
     let Some(rs) = schema.resource(type_name) else {
         bail!("no resource type {type_name}");
@@ -81,7 +77,7 @@ fn string(v: &Value, name: &str) -> String {
 
 /// Plan and apply `cfg` over `prior`, asserting the planned action; returns the new state.
 async fn step(
-    p: &dyn Provider,
+    p: &dyn Plugin,
     type_name: &str,
     prior: &(Value, Vec<u8>),
     cfg: &Value,
@@ -115,7 +111,7 @@ async fn random_protocol5_full_lifecycle() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let host = configured(&env.provider("random")?, &[], json!({})).await?;
     assert_eq!(host.protocol_version(), 5);
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
 
     // Create: the id is unknown in the plan and known after apply.
     let cfg = config(
@@ -176,7 +172,7 @@ async fn random_protocol5_full_lifecycle() -> anyhow::Result<()> {
 async fn time_protocol5_update_in_place_replace_and_import() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let host = configured(&env.provider("time")?, &[], json!({})).await?;
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
 
     let base = "2024-01-02T03:04:05Z";
     let c1 = config(
@@ -226,7 +222,7 @@ async fn time_protocol5_update_in_place_replace_and_import() -> anyhow::Result<(
 async fn null_protocol5_replace_and_data_source() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let host = configured(&env.provider("null")?, &[], json!({})).await?;
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
     let c1 = config(p, "null_resource", json!({"triggers": {"a": "1"}})).await?;
     let plan = lifecycle::plan(p, "null_resource", &Value::Null, &[], &c1).await?;
     assert!(!attr(&plan.planned_state, "id").is_known());
@@ -263,7 +259,7 @@ async fn fixture_protocol6_full_lifecycle() -> anyhow::Result<()> {
     let cfg = json!({"ledger_dir": ledger.path().to_string_lossy()});
     let host = configured(&env.provider("fixture")?, &[], cfg).await?;
     assert_eq!(host.protocol_version(), 6);
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
     let t = "fixture_object";
 
     let c1 = config(
@@ -394,7 +390,7 @@ async fn diagnostics_carry_severity_summary_detail_and_path() -> anyhow::Result<
         json!({"ledger_dir": ledger.path().to_string_lossy()}),
     )
     .await?;
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
     let t = "fixture_object";
 
     let bad_name = config(p, t, json!({"name": "has space"})).await?;
@@ -485,7 +481,7 @@ async fn crash_mid_apply_fails_the_request_and_next_request_gets_a_fresh_process
         json!({"ledger_dir": ledger.path().to_string_lossy()}),
     )
     .await?;
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
     let first_pid = host.plugin().await.and_then(|c| c.pid());
     let cfg = config(p, "fixture_object", json!({"name": "crashy"})).await?;
     let plan = lifecycle::plan(p, "fixture_object", &Value::Null, &[], &cfg).await?;
@@ -527,7 +523,7 @@ async fn provider_killed_during_a_slow_request_is_detected() -> anyhow::Result<(
         json!({"ledger_dir": ledger.path().to_string_lossy()}),
     )
     .await?;
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
     let cfg = config(p, "fixture_object", json!({"name": "slow"})).await?;
     let plan = lifecycle::plan(p, "fixture_object", &Value::Null, &[], &cfg).await?;
     let plugin = host.plugin().await.context("running plugin")?;
@@ -561,7 +557,7 @@ async fn provider_killed_during_a_slow_request_is_detected() -> anyhow::Result<(
 async fn protocol5_provider_killed_between_requests_restarts() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let host = configured(&env.provider("random")?, &[], json!({})).await?;
-    let p: &dyn Provider = host.as_ref();
+    let p: &dyn Plugin = host.as_ref();
     let cfg = config(p, "random_pet", json!({})).await?;
     let plugin = host.plugin().await.context("running plugin")?;
     plugin.kill().await;

@@ -84,13 +84,13 @@ pub(super) async fn run(args: ActivateArgs) -> anyhow::Result<()> {
         let current = status.observed_generation >= p.metadata.generation;
         let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
         if current && let Some(c) = ready {
-            if c.status == crate::core_kinds::provider_config::ConditionStatus::True {
+            if c.status == crate::kit::conditions::ConditionStatus::True {
                 for k in &status.kinds {
                     println!("{}\t{}\t{}", k.resource_type, k.kind, k.api_version);
                 }
                 return Ok(());
             }
-            if c.reason != crate::controller::installer::reason::INSTALLING {
+            if c.reason != crate::installer::reason::INSTALLING {
                 bail!(
                     "Provider {} is not ready: {} ({})",
                     args.provider,

@@ -81,7 +81,7 @@ pub struct OperatorArgs {
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::controller::parse_duration(s)
+    crate::kit::time::parse_duration(s)
         .ok_or_else(|| format!("invalid duration {s:?} (e.g. 10m, 90s, 1h30m)"))
 }
 
@@ -108,7 +108,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         provider_idle_timeout: args.provider_idle_timeout,
         provider_max_concurrency: crate::core_kinds::provider_config::DEFAULT_MAX_CONCURRENCY
             as usize,
-        install: crate::controller::installer::InstallSettings {
+        install: crate::installer::InstallSettings {
             cache_dir: args
                 .plugin_cache
                 .unwrap_or_else(kraken_registry_fetch::PluginCache::default_root),

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use anyhow::{Context as _, bail};
 
 use super::{SchemaArgs, provider_type_from_binary};
-use crate::provider::{LaunchOptions, Provider as _, ProviderHost};
+use crate::provider::{LaunchOptions, Plugin as _, ProviderHost};
 
 /// The address to key a binary's schema by: the one given, or the public registry's
 /// `hashicorp/<type>` with the type taken from the file name.

@@ -1,4 +1,4 @@
-//! The dependency hub's kinds (DESIGN §5), all namespaced in `core.kraken.dev/v1alpha1`:
+//! The dependency hub's kinds, all namespaced in `core.kraken.dev/v1alpha1`:
 //!
 //! - [`StateDeclaration`]: the outputs a managed resource publishes, named `<kind>-<name>`
 //!   (lowercased) and owned by it; sensitive outputs live in a Secret it names.
@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::provider_config::Condition;
+use crate::kit::conditions::Condition;
 
 /// Most references one DependencyRequest or ConfigExport holds.
 pub const REFERENCES_MAX_ITEMS: u64 = 256;

@@ -1,4 +1,4 @@
-//! Kraken's own kinds in `core.kraken.dev/v1alpha1` (DESIGN §4, §5), and their CRDs.
+//! Kraken's own kinds in `core.kraken.dev/v1alpha1`, and their CRDs.
 //!
 //! Unlike the provider kinds, which codegen renders from a provider schema, the core kinds
 //! are Rust types with derived CRDs. [`write_crds`] renders them into `generated-crds/core/`
@@ -7,6 +7,8 @@
 //! files equal to [`crds`]; `KRAKEN_UPDATE_GOLDEN=1 cargo test -p kraken-bridge --lib core_kinds` (or `scripts/generate.sh`)
 //! rewrites them.
 
+pub mod ec2;
+pub mod generated;
 pub mod hub;
 pub mod provider;
 pub mod provider_config;
@@ -18,9 +20,19 @@ use kraken_codegen::output::{HEADER, file_name};
 use kube::CustomResourceExt as _;
 use serde_json::json;
 
+pub use generated::KindInfo;
 pub use hub::{ConfigExport, DependencyRequest, StateDeclaration};
 pub use provider::{InstalledKind, Provider, ProviderSpec, ProviderStatus};
 pub use provider_config::{ProviderConfig, ProviderConfigSpec, ProviderConfigStatus};
+
+/// Finalizer on every managed resource (bridged or native EC2) Kraken has touched.
+pub const FINALIZER: &str = "kraken.dev/finalizer";
+/// `"true"` stops reconciliation of a managed resource until removed.
+pub const PAUSED_ANNOTATION: &str = "kraken.dev/paused";
+/// The Secret type of Kraken's state Secrets (never readable through references).
+pub const STATE_SECRET_TYPE: &str = "kraken.dev/tfstate";
+/// Label on Kraken's state Secrets, naming the owner kind's group.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 /// The API group of the core kinds.
 pub const GROUP: &str = "core.kraken.dev";
@@ -39,8 +51,8 @@ fn to_yaml(value: &serde_json::Value) -> String {
 /// file-name order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
-        crate::ec2::AwsConfig::crd(),
-        crate::ec2::EC2Instance::crd(),
+        ec2::AwsConfig::crd(),
+        ec2::EC2Instance::crd(),
         ConfigExport::crd(),
         DependencyRequest::crd(),
         Provider::crd(),

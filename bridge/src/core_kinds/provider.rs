@@ -1,5 +1,5 @@
 //! `Provider` (core.kraken.dev/v1alpha1, cluster-scoped): a Terraform provider installed at
-//! runtime (DESIGN §4). Reconciling one fetches and verifies the package, reads the binary's
+//! runtime. Reconciling one fetches and verifies the package, reads the binary's
 //! schema, generates CRDs for the resource types asked for in `spec.resources`, applies them and
 //! lets the operator's kind supervisor start their controllers — no rebuild, no restart.
 //!
@@ -11,7 +11,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::provider_config::{Condition, SOURCE_PATTERN};
+use super::provider_config::SOURCE_PATTERN;
+use crate::kit::conditions::Condition;
 
 /// Most entries of `spec.resources`.
 pub const RESOURCES_MAX_ITEMS: u64 = 2048;

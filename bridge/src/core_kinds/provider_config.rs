@@ -1,5 +1,5 @@
 //! `ProviderConfig` (core.kraken.dev/v1alpha1, namespaced): the provider block a managed
-//! resource's `spec.providerConfigRef` points at (DESIGN §4).
+//! resource's `spec.providerConfigRef` points at.
 //!
 //! The types are the source of truth: the CRD is derived from them (kube's `CustomResource`
 //! and schemars), so the controller that reads a `ProviderConfig` and the schema the API
@@ -9,6 +9,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
+
+use crate::kit::conditions::Condition;
 
 /// Most `configFrom` entries; the same bound as a managed resource's `valuesFrom`.
 pub const CONFIG_FROM_MAX_ITEMS: u64 = kraken_codegen::cel::VALUES_FROM_MAX_ITEMS;
@@ -158,38 +160,6 @@ pub struct ProviderConfigStatus {
     /// How many managed resources use this ProviderConfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<i64>,
-}
-
-/// One aspect of the object's state, as in metav1.Condition.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// The condition's type (Ready).
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// True, False or Unknown.
-    pub status: ConditionStatus,
-    /// A CamelCase word saying why the condition last changed.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    /// A human-readable explanation.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub message: String,
-    /// When the status last flipped (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("format" = "date-time"))]
-    pub last_transition_time: Option<String>,
-    /// The metadata.generation the condition was computed from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
-
-/// A condition's status.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum ConditionStatus {
-    True,
-    False,
-    Unknown,
 }
 
 fn default_tls() -> bool {

@@ -24,18 +24,20 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
 use super::client::{Clients, Ec2, Ec2Error, ErrorKind, INDEX_TAG, Instance, OWNER_TAG, Target};
-use super::kinds::{
+use super::plan::{Desired, Owner, Plan, Step, Surplus, plan};
+use crate::core_kinds::ec2::{
     ARGUMENTS, AwsConfig, DeletionPolicy, EC2Instance, EC2InstanceSpec, EC2InstanceStatus, GROUP,
     LastPlan,
 };
-use super::plan::{Desired, Owner, Plan, Step, Surplus, plan};
-use crate::controller::conditions::{self, READY, SYNCED, Set, reason};
-use crate::controller::events::event;
-use crate::controller::fields::set_json_path;
-use crate::controller::{Context, FINALIZER, PAUSED_ANNOTATION, jitter, parse_duration};
 use crate::core_kinds::hub::{ObjectReference, ValueReference};
+use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 use crate::hub::controller::{Values, consumer_triggers, request_values};
 use crate::hub::producer::{Producer, forced};
+use crate::kit::Kit;
+use crate::kit::conditions::{self, READY, SYNCED, Set, reason};
+use crate::kit::events::event;
+use crate::kit::time::{jitter, parse_duration};
+use crate::value::fields::set_json_path;
 
 /// Most observe → plan → act rounds in one pass (a resize is stop, then modify and start).
 const ROUNDS: usize = 4;
@@ -106,6 +108,19 @@ impl Error {
 }
 
 type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the EC2 controller shares with the others: the kit and the hub's index.
+pub struct Context {
+    pub kit: Arc<Kit>,
+    pub hub_index: Arc<crate::hub::Index>,
+}
+
+impl std::ops::Deref for Context {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
+    }
+}
 
 /// Shared by every reconcile.
 pub struct Ec2Controller {
@@ -197,7 +212,7 @@ pub async fn run(
 
 /// Only for errors the reconcile could not report on the object (the API server is away).
 fn error_policy(obj: Arc<EC2Instance>, err: &kube::Error, ctrl: Arc<Ec2Controller>) -> Action {
-    let wait = ctrl.ctx.backoff(&obj.uid().unwrap_or_default());
+    let wait = ctrl.ctx.backoff.failed(&obj.uid().unwrap_or_default());
     ctrl.ctx.metrics.reconcile_failed(LABEL, reason::API_ERROR);
     tracing::warn!(kind = LABEL, name = %obj.name_any(), "reconcile failed: {err}; retrying in {wait:?}");
     Action::requeue(wait)
@@ -261,14 +276,14 @@ async fn reconcile(obj: Arc<EC2Instance>, ctrl: Arc<Ec2Controller>) -> Result<Ac
     };
     match result {
         Ok(action) => {
-            ctrl.ctx.succeeded(&uid);
+            ctrl.ctx.backoff.succeeded(&uid);
             Ok(action)
         }
         Err(Error::Kube(e)) => Err(e),
         Err(err) => {
             ctrl.ctx.metrics.reconcile_failed(LABEL, err.reason());
             pass.report(&err).await?;
-            Ok(Action::requeue(ctrl.ctx.backoff(&uid)))
+            Ok(Action::requeue(ctrl.ctx.backoff.failed(&uid)))
         }
     }
 }
@@ -364,7 +379,7 @@ impl Pass<'_> {
     }
 
     async fn set_finalizer(&mut self, on: bool) -> Result<(), kube::Error> {
-        let finalizers = crate::controller::write::with_finalizer(self.obj.finalizers(), on);
+        let finalizers = crate::kit::finalizer::with(self.obj.finalizers(), FINALIZER, on);
         self.ctrl.ctx.metrics.api_write("ec2instances", "patch");
         self.obj = self
             .api
@@ -516,11 +531,12 @@ impl Pass<'_> {
                 self.status.dependency_request = Some(request);
                 let previous = self.condition(SYNCED).map(|(_, _, m)| m);
                 let (conditions, event) =
-                    crate::controller::waiting(&reason, message, previous.as_deref());
+                    crate::hub::consumer::waiting(&reason, message, previous.as_deref());
                 self.set(&conditions);
                 self.flush().await?;
                 if let Some(message) = event {
-                    self.event(true, crate::controller::WAITING, message).await;
+                    self.event(true, crate::hub::consumer::WAITING, message)
+                        .await;
                 }
                 Ok(None)
             }
@@ -922,16 +938,17 @@ impl Pass<'_> {
             let message = crate::hub::producer::in_use_message(&readers);
             let first = self
                 .condition(READY)
-                .is_none_or(|(_, r, m)| r != crate::controller::IN_USE || m != message);
+                .is_none_or(|(_, r, m)| r != crate::hub::consumer::IN_USE || m != message);
             self.set(&[Set::new(
                 READY,
                 false,
-                crate::controller::IN_USE,
+                crate::hub::consumer::IN_USE,
                 message.clone(),
             )]);
             self.flush().await?;
             if first {
-                self.event(false, crate::controller::IN_USE, message).await;
+                self.event(false, crate::hub::consumer::IN_USE, message)
+                    .await;
             }
             return Ok(Action::requeue(SETTLE));
         }

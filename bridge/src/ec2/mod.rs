@@ -1,9 +1,10 @@
-//! The native EC2 path (DESIGN §6): `EC2Instance` in `aws.kraken.dev/v1alpha1`, driven
+//! The native EC2 path: `EC2Instance` in `aws.kraken.dev/v1alpha1`, driven
 //! through the AWS SDK for Rust with no Terraform in between, and `AwsConfig` for where and as
 //! whom to reach EC2.
 //!
-//! - [`kinds`]: the Rust types the CRDs are derived from (rendered with the core kinds into
-//!   `generated-crds/core/`).
+//! The Rust types the CRDs are derived from live with the other API types in
+//! [`crate::core_kinds::ec2`] (rendered with the core kinds into `generated-crds/core/`).
+//!
 //! - [`client`]: the narrow [`client::Ec2`] trait the controller calls, and its aws-sdk-ec2
 //!   implementation.
 //! - [`plan`]: what a pass must do, decided purely from what EC2 shows.
@@ -11,7 +12,6 @@
 
 pub mod client;
 pub mod controller;
-pub mod kinds;
 pub mod plan;
 
-pub use kinds::{AwsConfig, EC2Instance};
+pub use crate::core_kinds::ec2::{AwsConfig, EC2Instance};

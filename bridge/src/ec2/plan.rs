@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest as _, Sha256};
 
 use super::client::{CONFIG_TAG, INDEX_TAG, Instance, LAUNCH_TAG, Launch, NAME_TAG, OWNER_TAG};
-use super::kinds::{EC2InstanceSpec, InstanceStatus, RootVolume};
+use crate::core_kinds::ec2::{EC2InstanceSpec, InstanceStatus, RootVolume};
 
 /// The spec with `valuesFrom` merged in and defaults applied: what the instances must be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,10 +52,10 @@ impl Desired {
             })
         };
         let count = spec.count.unwrap_or(1);
-        if !(0..=super::kinds::COUNT_MAX).contains(&count) {
+        if !(0..=crate::core_kinds::ec2::COUNT_MAX).contains(&count) {
             return Err(format!(
                 "spec.count is {count}; it must be between 0 and {}",
-                super::kinds::COUNT_MAX
+                crate::core_kinds::ec2::COUNT_MAX
             ));
         }
         if spec.import_ids.len() as i64 > count {
@@ -83,7 +83,8 @@ impl Desired {
                 .filter(|r| r.size.is_some() || r.r#type.is_some()),
             tags: spec.tags.clone().unwrap_or_default(),
             import_ids: spec.import_ids.clone(),
-            refuse_replace: spec.replace_policy == Some(super::kinds::ReplacePolicy::Refuse),
+            refuse_replace: spec.replace_policy
+                == Some(crate::core_kinds::ec2::ReplacePolicy::Refuse),
         })
     }
 

@@ -32,12 +32,12 @@ use super::{
     SourceKind, convert, find_cycle, lookup, object_key, parse, reason, to_text,
     values_secret_name,
 };
-use crate::controller::conditions::{self, READY, Set};
 use crate::core_kinds::hub::{
     DependencyRequest, DependencyRequestSpec, DependencyRequestStatus, ObjectReference,
     ResolvedValue, StateDeclaration, ValueReference,
 };
-use crate::operator::metrics::Metrics;
+use crate::kit::conditions::{self, READY, Set};
+use crate::kit::metrics::Metrics;
 
 /// Field manager of the hub's writes.
 const MANAGER: &str = "kraken-hub";
@@ -182,7 +182,7 @@ pub async fn run(
     .touched_objects();
     // State Secrets are never referenced (their values reach others through StateDeclarations),
     // and every apply rewrites one: the API server filters them out of this watch.
-    let secret_cfg = cfg.fields(&format!("type!={}", crate::controller::state::SECRET_TYPE));
+    let secret_cfg = cfg.fields(&format!("type!={}", crate::core_kinds::STATE_SECRET_TYPE));
     let secrets = watcher(
         Api::<PartialObjectMeta<Secret>>::all(client.clone()),
         secret_cfg,
@@ -365,7 +365,7 @@ async fn reconcile(dr: Arc<DependencyRequest>, hub: Arc<Hub>) -> Result<Action, 
         )
     };
     let old = dr.status.clone().unwrap_or_default();
-    let now = crate::controller::conditions::now();
+    let now = crate::kit::conditions::now();
     status.conditions = conditions::merge(&old.conditions, &[update], dr.metadata.generation, &now);
     if old != status {
         hub.metrics.api_write("dependencyrequests", "patch-status");
@@ -739,7 +739,7 @@ pub async fn request_values(
     let Some(ready) = status.conditions.iter().find(|c| c.type_ == READY) else {
         return Ok(waiting("resolving references".into()));
     };
-    if ready.status != crate::core_kinds::provider_config::ConditionStatus::True {
+    if ready.status != crate::kit::conditions::ConditionStatus::True {
         return Ok(Values::Waiting {
             reason: ready.reason.clone(),
             message: ready.message.clone(),

@@ -16,17 +16,17 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
 use super::controller::{Values, consumer_triggers, drop_request, request_values};
 use super::{object_key, to_text};
-use crate::controller::conditions::{self, READY, Set};
 use crate::core_kinds::GROUP;
 use crate::core_kinds::hub::{
     ConfigExport, ConfigExportStatus, ObjectReference, TargetKind, ValueReference,
 };
-use crate::operator::metrics::Metrics;
+use crate::kit::Kit;
+use crate::kit::conditions::{self, READY, Set};
 
 const FINALIZER: &str = "kraken.dev/config-export";
 /// Label on a target: the ConfigExport that owns it.
@@ -34,9 +34,15 @@ pub const EXPORT_LABEL: &str = "kraken.dev/config-export";
 const MANAGER: &str = "kraken-config-export";
 
 pub struct Exporter {
-    pub client: Client,
-    pub metrics: Arc<Metrics>,
-    pub ctx: Arc<crate::controller::Context>,
+    pub kit: Arc<Kit>,
+    pub index: Arc<super::Index>,
+}
+
+impl std::ops::Deref for Exporter {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
+    }
 }
 
 /// Runs the ConfigExport controller, at most `concurrency` exports at once, until `shutdown`
@@ -47,7 +53,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<ConfigExport> = Api::all(ex.client.clone());
-    let triggers = consumer_triggers(&ex.ctx.hub_index, GROUP, "ConfigExport")
+    let triggers = consumer_triggers(&ex.index, GROUP, "ConfigExport")
         .map(|(name, ns)| ObjectRef::<ConfigExport>::new(&name).within(&ns));
     Controller::new(api, watcher::Config::default().any_semantic())
         .reconcile_on(triggers)
@@ -119,7 +125,7 @@ async fn reconcile(ce: Arc<ConfigExport>, ex: Arc<Exporter>) -> Result<Action, k
     let values = request_values(
         &ex.client,
         &ex.metrics,
-        &ex.ctx.hub_index,
+        &ex.index,
         &ns,
         &consumer,
         GROUP,
@@ -160,7 +166,7 @@ async fn write_status(
     update: Set,
 ) -> Result<(), kube::Error> {
     let old = ce.status.clone().unwrap_or_default();
-    let now = crate::controller::conditions::now();
+    let now = crate::kit::conditions::now();
     let status = ConfigExportStatus {
         observed_generation: ce.metadata.generation,
         conditions: conditions::merge(
@@ -186,13 +192,9 @@ async fn write_status(
     )
     .await?;
     if changed && update.reason != "WaitingForDependencies" {
-        let ev = crate::controller::events::event(
-            !update.status,
-            update.reason,
-            &update.message,
-            "Export",
-        );
-        ex.ctx.events.send(ev, ce.object_ref(&()));
+        let ev =
+            crate::kit::events::event(!update.status, update.reason, &update.message, "Export");
+        ex.kit.events.send(ev, ce.object_ref(&()));
     }
     Ok(())
 }

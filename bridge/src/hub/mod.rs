@@ -1,4 +1,4 @@
-//! The dependency hub (DESIGN §5): resolving the values one object takes from others.
+//! The dependency hub: resolving the values one object takes from others.
 //!
 //! A consumer (a managed resource with `spec.valuesFrom`, or a ConfigExport) writes a
 //! [`DependencyRequest`] that lists its references, each with the Terraform type of the
@@ -15,6 +15,7 @@
 //! converting, the index (with what the hub shares in-process: its request cache, the
 //! consumers to wake, and what each producer last published) and cycle detection.
 
+pub mod consumer;
 pub mod controller;
 pub mod export;
 pub mod producer;

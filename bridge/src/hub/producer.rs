@@ -15,11 +15,11 @@ use serde_json::{Value as Json, json};
 
 use super::controller::drop_request;
 use super::{Index, ObjectKey, Published, SourceKind, object_key, outputs_secret_name};
-use crate::controller::state::fnv1a_parts;
 use crate::core_kinds::hub::{
     DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
 };
-use crate::operator::metrics::Metrics;
+use crate::kit::hash::fnv1a_parts;
+use crate::kit::metrics::Metrics;
 
 /// Field manager of the StateDeclarations' Secrets.
 const MANAGER: &str = "kraken";

@@ -23,7 +23,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use super::metrics::Metrics;
+use crate::kit::metrics::Metrics;
 
 /// What [`Metrics::encode`] writes.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -4,7 +4,6 @@
 
 pub mod http;
 pub mod leader;
-pub mod metrics;
 mod run;
 
 pub use run::{Options, client, run};

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::FutureExt as _;
 use futures::StreamExt as _;
+use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, ResourceExt as _};
@@ -22,10 +24,15 @@ use tokio::task::JoinSet;
 
 use super::http::{self, HttpState};
 use super::leader::LeaderElection;
-use super::metrics::Metrics;
-use crate::controller::installer::{InstallSettings, Installer};
-use crate::controller::{Context, KindInfo, Resolver, kinds::PROVIDER_ANNOTATION, run_kind};
+use crate::core_kinds::KindInfo;
+use crate::core_kinds::generated::PROVIDER_ANNOTATION;
+use crate::installer::{InstallSettings, Installer};
+use crate::kit::Kit;
+use crate::kit::metrics::Metrics;
+use crate::managed::{Context, run_kind};
 use crate::provider::pool::{PoolOptions, ProviderPool};
+use crate::provider::resolve::Resolver;
+use crate::source::Source;
 
 /// What `kraken operator` was asked to do.
 #[derive(Debug, Clone)]
@@ -64,23 +71,70 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     }));
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
+    let wiring = wire(&opts, &client, &metrics, &pool);
+    let table = controllers(&wiring);
+    lead(&opts, &client, &wiring, &table, &ready).await;
+    let waiting = wiring.kit.events.flush(Duration::from_secs(5)).await;
+    if waiting > 0 {
+        tracing::warn!("{waiting} events were not published before shutdown");
+    }
+    tracing::info!("shutting down provider processes");
+    pool.shutdown_all().await;
+    Ok(())
+}
+
+/// Builds what the controllers share: the kit, the provider source, the hub's index.
+fn wire(
+    opts: &Options,
+    client: &kube::Client,
+    metrics: &Arc<Metrics>,
+    pool: &Arc<ProviderPool>,
+) -> Wiring {
     let mut dirs = opts.plugin_dirs.clone();
     dirs.push(opts.install.cache_dir.clone());
-    let ctx = Arc::new(Context::new(
+    let kit = Arc::new(Kit::new(client.clone(), metrics.clone()));
+    let source = Arc::new(Source::new(
         client.clone(),
         pool.clone(),
         Resolver::new(dirs),
-        metrics.clone(),
     ));
+    let hub_index = Arc::new(crate::hub::Index::default());
+    let managed = Arc::new(Context {
+        kit: kit.clone(),
+        source: source.clone(),
+        hub_index: hub_index.clone(),
+    });
+    let install = Arc::new(crate::installer::Context {
+        kit: kit.clone(),
+        source,
+    });
+    let installer = Arc::new(Installer::new(install.clone(), opts.install.clone()));
+    Wiring {
+        kit,
+        install,
+        installer,
+        managed,
+        hub_index,
+        concurrency: opts.concurrency,
+    }
+}
 
-    let installer = Arc::new(Installer::new(ctx.clone(), opts.install.clone()));
-
+/// Campaigns for the Lease (when leader election is on), runs the controllers while leading,
+/// stops them when leadership is lost and campaigns again, until shutdown is requested.
+async fn lead(
+    opts: &Options,
+    client: &kube::Client,
+    wiring: &Wiring,
+    table: &[(&'static str, Start)],
+    ready: &AtomicBool,
+) {
     let election = LeaderElection::new(
         client.clone(),
         &opts.lease_namespace,
         &opts.lease_name,
         opts.identity.clone(),
     );
+    let metrics = &wiring.kit.metrics;
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         // A standby is ready: it serves its endpoints and waits for the Lease.
@@ -96,56 +150,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         };
         metrics.set_leader(true);
         // Another replica may have published while this one was not leading.
-        ctx.hub_index.forget_published();
+        wiring.hub_index.forget_published();
         tracing::info!("leading: starting controllers");
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut pc_stop = stop_rx.clone();
-        let pcs = tokio::spawn(crate::controller::provider_config::run(
-            ctx.clone(),
-            async move {
-                let _ = pc_stop.wait_for(|s| *s).await;
-            },
-        ));
-        let mut prov_stop = stop_rx.clone();
-        let providers = tokio::spawn(crate::controller::installer::run(
-            installer.clone(),
-            async move {
-                let _ = prov_stop.wait_for(|s| *s).await;
-            },
-        ));
-        let mut hub_stop = stop_rx.clone();
-        let hub = tokio::spawn(crate::hub::controller::run(
-            Arc::new(crate::hub::controller::Hub::new(
-                client.clone(),
-                ctx.hub_index.clone(),
-                metrics.clone(),
-            )),
-            opts.concurrency,
-            async move {
-                let _ = hub_stop.wait_for(|s| *s).await;
-            },
-        ));
-        let mut export_stop = stop_rx.clone();
-        let exports = tokio::spawn(crate::hub::export::run(
-            Arc::new(crate::hub::export::Exporter {
-                client: client.clone(),
-                metrics: metrics.clone(),
-                ctx: ctx.clone(),
-            }),
-            opts.concurrency,
-            async move {
-                let _ = export_stop.wait_for(|s| *s).await;
-            },
-        ));
-        let mut ec2_stop = stop_rx.clone();
-        let ec2 = tokio::spawn(crate::ec2::controller::run(
-            Arc::new(crate::ec2::controller::Ec2Controller::new(ctx.clone())),
-            opts.concurrency,
-            async move {
-                let _ = ec2_stop.wait_for(|s| *s).await;
-            },
-        ));
-        let supervisor = tokio::spawn(supervise_kinds(ctx.clone(), opts.concurrency, stop_rx));
+        let running: Vec<(&str, tokio::task::JoinHandle<()>)> = table
+            .iter()
+            .map(|(name, start)| (*name, tokio::spawn(start(stop_rx.clone()))))
+            .collect();
         let lost = async {
             match leadership.as_mut() {
                 Some(l) => l.lost().await,
@@ -160,23 +171,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             () = &mut shutdown => true,
         };
         let _ = stop_tx.send(true);
-        if let Err(err) = supervisor.await {
-            tracing::error!("controller supervisor failed: {err}");
-        }
-        if let Err(err) = pcs.await {
-            tracing::error!("ProviderConfig controller failed: {err}");
-        }
-        if let Err(err) = providers.await {
-            tracing::error!("Provider controller failed: {err}");
-        }
-        if let Err(err) = hub.await {
-            tracing::error!("dependency hub failed: {err}");
-        }
-        if let Err(err) = exports.await {
-            tracing::error!("ConfigExport controller failed: {err}");
-        }
-        if let Err(err) = ec2.await {
-            tracing::error!("EC2Instance controller failed: {err}");
+        for (name, task) in running {
+            if let Err(err) = task.await {
+                tracing::error!("{name} failed: {err}");
+            }
         }
         metrics.set_leader(false);
         if exiting {
@@ -186,13 +184,82 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             break;
         }
     }
-    let waiting = ctx.events.flush(std::time::Duration::from_secs(5)).await;
-    if waiting > 0 {
-        tracing::warn!("{waiting} events were not published before shutdown");
-    }
-    tracing::info!("shutting down provider processes");
-    pool.shutdown_all().await;
-    Ok(())
+}
+
+/// What the controllers are built from.
+struct Wiring {
+    kit: Arc<Kit>,
+    install: Arc<crate::installer::Context>,
+    installer: Arc<Installer>,
+    managed: Arc<Context>,
+    hub_index: Arc<crate::hub::Index>,
+    concurrency: u16,
+}
+
+/// Starts a controller that runs until its receiver turns `true`.
+type Start = Box<dyn Fn(watch::Receiver<bool>) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// The controllers a leader runs, by name: each started when leadership is won, stopped (in
+/// flight work finished) when it is lost.
+fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
+    let concurrency = w.concurrency;
+    let install = w.install.clone();
+    let installer = w.installer.clone();
+    let hub = Arc::new(crate::hub::controller::Hub::new(
+        w.kit.client.clone(),
+        w.hub_index.clone(),
+        w.kit.metrics.clone(),
+    ));
+    let exporter = Arc::new(crate::hub::export::Exporter {
+        kit: w.kit.clone(),
+        index: w.hub_index.clone(),
+    });
+    let ec2 = Arc::new(crate::ec2::controller::Ec2Controller::new(Arc::new(
+        crate::ec2::controller::Context {
+            kit: w.kit.clone(),
+            hub_index: w.hub_index.clone(),
+        },
+    )));
+    let managed = w.managed.clone();
+    vec![
+        (
+            "ProviderConfig controller",
+            Box::new(move |stop| {
+                crate::installer::provider_config::run(install.clone(), stopped(stop)).boxed()
+            }),
+        ),
+        (
+            "Provider controller",
+            Box::new(move |stop| crate::installer::run(installer.clone(), stopped(stop)).boxed()),
+        ),
+        (
+            "dependency hub",
+            Box::new(move |stop| {
+                crate::hub::controller::run(hub.clone(), concurrency, stopped(stop)).boxed()
+            }),
+        ),
+        (
+            "ConfigExport controller",
+            Box::new(move |stop| {
+                crate::hub::export::run(exporter.clone(), concurrency, stopped(stop)).boxed()
+            }),
+        ),
+        (
+            "EC2Instance controller",
+            Box::new(move |stop| {
+                crate::ec2::controller::run(ec2.clone(), concurrency, stopped(stop)).boxed()
+            }),
+        ),
+        (
+            "managed-resource supervisor",
+            Box::new(move |stop| supervise_kinds(managed.clone(), concurrency, stop).boxed()),
+        ),
+    ]
 }
 
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {

@@ -101,7 +101,7 @@ macro_rules! provider_adapter {
         };
         use crate::provider::{
             ApplyRequest, ApplyResponse, Diagnostic, DiagnosticsExt as _, ImportResponse, ImportedResource, PlanRequest,
-            PlanResponse, Provider, ProviderError, ReadDataResponse, ReadRequest, ReadResponse,
+            PlanResponse, Plugin, ProviderError, ReadDataResponse, ReadRequest, ReadResponse,
             Result, Severity, UpgradeRequest, UpgradeResponse,
         };
         use crate::value::{AttrPath, PathStep, Type, Value, json, msgpack};
@@ -420,7 +420,7 @@ macro_rules! provider_adapter {
         // fields a newer protocol minor adds keep their zero value without touching this code.
         #[allow(clippy::needless_update)]
         #[async_trait]
-        impl Provider for $adapter {
+        impl Plugin for $adapter {
             fn protocol_version(&self) -> u32 {
                 $version
             }

@@ -18,7 +18,7 @@ use super::launch::{LaunchError, LaunchOptions, PluginClient, launch};
 use super::schema::ProviderSchema;
 use super::{
     ApplyRequest, ApplyResponse, Diagnostic, DiagnosticsExt as _, ImportResponse, PlanRequest,
-    PlanResponse, Provider, ProviderError, ReadDataResponse, ReadRequest, ReadResponse, Result,
+    PlanResponse, Plugin, ProviderError, ReadDataResponse, ReadRequest, ReadResponse, Result,
     UpgradeRequest, UpgradeResponse,
 };
 use crate::value::Value;
@@ -26,7 +26,7 @@ use crate::value::Value;
 #[derive(Clone)]
 struct Instance {
     plugin: PluginClient,
-    provider: Arc<dyn Provider>,
+    provider: Arc<dyn Plugin>,
 }
 
 /// What a host remembers to bring a fresh process to the same point.
@@ -93,7 +93,7 @@ impl ProviderHost {
         let plugin = launch(&self.options).await?;
         self.launches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let provider = plugin.clone().into_provider();
+        let provider = adapter(plugin.clone());
         let replay = self.configured.lock().ok().and_then(|c| c.clone());
         if let Some(cfg) = replay {
             info!(provider = %self.options.name, "re-configuring restarted provider");
@@ -111,7 +111,7 @@ impl ProviderHost {
 
     async fn with<T, F, Fut>(&self, f: F) -> Result<T>
     where
-        F: FnOnce(Arc<dyn Provider>) -> Fut,
+        F: FnOnce(Arc<dyn Plugin>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         let _permit = self
@@ -159,7 +159,7 @@ impl HostError {
 }
 
 #[async_trait]
-impl Provider for ProviderHost {
+impl Plugin for ProviderHost {
     fn protocol_version(&self) -> u32 {
         self.current
             .try_lock()
@@ -247,5 +247,15 @@ impl Provider for ProviderHost {
             Some(i) => i.provider.stop().await,
             None => Ok(String::new()),
         }
+    }
+}
+
+/// The protocol adapter for a launched process: the host, not the launcher, knows the adapters
+/// (so `launch` depends on no adapter, and the adapters on `launch` only for the client type).
+pub fn adapter(client: PluginClient) -> Arc<dyn Plugin> {
+    if client.protocol == 5 {
+        Arc::new(super::v5::V5Provider::new(client))
+    } else {
+        Arc::new(super::v6::V6Provider::new(client))
     }
 }

@@ -24,8 +24,8 @@ use tokio::sync::{oneshot, watch};
 use tonic::transport::{Channel, Endpoint};
 use tracing::{debug, info, warn};
 
+use super::SUPPORTED_PROTOCOLS;
 use super::tls::{ClientIdentity, TlsError, decode_server_cert};
-use super::{Provider, SUPPORTED_PROTOCOLS};
 
 /// Terraform's go-plugin handshake: a plugin refuses to run without this cookie.
 pub const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
@@ -590,15 +590,6 @@ impl PluginClient {
             .lock()
             .map(|t| t.iter().cloned().collect())
             .unwrap_or_default()
-    }
-
-    /// The protocol adapter for this process.
-    pub fn into_provider(self) -> Arc<dyn Provider> {
-        if self.protocol == 5 {
-            Arc::new(super::v5::V5Provider::new(self))
-        } else {
-            Arc::new(super::v6::V6Provider::new(self))
-        }
     }
 
     /// Ask the plugin to exit (`GRPCController.Shutdown`), then kill it after the grace period.

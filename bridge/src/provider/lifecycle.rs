@@ -12,8 +12,7 @@ use std::fmt;
 
 use super::proposed::proposed_new;
 use super::{
-    ApplyRequest, Diagnostic, DiagnosticsExt as _, PlanRequest, Provider, ProviderError,
-    ReadRequest,
+    ApplyRequest, Diagnostic, DiagnosticsExt as _, PlanRequest, Plugin, ProviderError, ReadRequest,
 };
 use crate::value::{AttrPath, PathStep, Value};
 
@@ -74,7 +73,7 @@ pub enum LifecycleError {
 
 /// Plan moving `type_name` from `prior` (null: does not exist) to `config` (null: destroy).
 pub async fn plan(
-    provider: &dyn Provider,
+    provider: &dyn Plugin,
     type_name: &str,
     prior: &Value,
     prior_private: &[u8],
@@ -164,7 +163,7 @@ fn noop(
 
 /// Carry out a plan. A replacement destroys the old object first, then creates the new one;
 /// if the destroy fails, nothing is created and the old state is returned with the errors.
-pub async fn apply(provider: &dyn Provider, plan: &Plan) -> Result<Applied, LifecycleError> {
+pub async fn apply(provider: &dyn Plugin, plan: &Plan) -> Result<Applied, LifecycleError> {
     match plan.action {
         Action::NoOp => Ok(Applied {
             new_state: plan.prior_state.clone(),
@@ -192,7 +191,7 @@ pub async fn apply(provider: &dyn Provider, plan: &Plan) -> Result<Applied, Life
     }
 }
 
-async fn apply_one(provider: &dyn Provider, plan: &Plan) -> Result<Applied, LifecycleError> {
+async fn apply_one(provider: &dyn Plugin, plan: &Plan) -> Result<Applied, LifecycleError> {
     let resp = provider
         .apply_resource_change(ApplyRequest {
             type_name: plan.type_name.clone(),
@@ -212,7 +211,7 @@ async fn apply_one(provider: &dyn Provider, plan: &Plan) -> Result<Applied, Life
 /// Import an existing object by its provider-specific id and read it back, as `terraform
 /// import` does. Returns the state and private bytes of the object of `type_name`.
 pub async fn import(
-    provider: &dyn Provider,
+    provider: &dyn Plugin,
     type_name: &str,
     id: &str,
 ) -> Result<Applied, LifecycleError> {
@@ -233,7 +232,7 @@ pub async fn import(
 
 /// Refresh: read the live object. A null `new_state` means it no longer exists.
 pub async fn read(
-    provider: &dyn Provider,
+    provider: &dyn Plugin,
     type_name: &str,
     state: &Value,
     private: &[u8],

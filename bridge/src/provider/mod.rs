@@ -1,6 +1,6 @@
 //! The plugin host: Terraform providers behind one protocol-neutral trait.
 //!
-//! [`Provider`] speaks Kraken's domain types ([`Value`], [`ProviderSchema`], [`Diagnostic`]);
+//! [`Plugin`] speaks Kraken's domain types ([`Value`], [`ProviderSchema`], [`Diagnostic`]);
 //! the [`v5`] and [`v6`] adapters translate to and from the two gRPC protocols, so prost types
 //! never leave this module. [`launch`] starts an unmodified provider binary with go-plugin's
 //! handshake (AutoMTLS by default) and hands back a connected [`PluginClient`].
@@ -17,6 +17,7 @@ pub mod launch;
 pub mod lifecycle;
 pub mod pool;
 pub mod proposed;
+pub mod resolve;
 mod tls;
 pub mod v5;
 pub mod v6;
@@ -225,12 +226,13 @@ pub struct ReadDataResponse {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// A Terraform provider, whatever protocol it speaks.
+/// A running Terraform provider plugin, whatever protocol it speaks. (Named `Plugin` so that
+/// `Provider` means one thing in this crate: the cluster-scoped kind in [`crate::core_kinds`].)
 ///
 /// Values are Kraken [`Value`]s conforming to the schema the provider itself declared; the
 /// adapter encodes them with the types from that schema, which it fetches once and caches.
 #[async_trait]
-pub trait Provider: Send + Sync {
+pub trait Plugin: Send + Sync {
     /// The plugin protocol major version (5 or 6) negotiated at launch.
     fn protocol_version(&self) -> u32;
 

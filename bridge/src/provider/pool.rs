@@ -26,7 +26,7 @@ use tracing::{info, warn};
 
 use super::host::HostError;
 use super::{
-    DiagnosticsExt as _, LaunchOptions, Provider as _, ProviderError, ProviderHost, ProviderSchema,
+    DiagnosticsExt as _, LaunchOptions, Plugin as _, ProviderError, ProviderHost, ProviderSchema,
     REPORTED_TERRAFORM_VERSION,
 };
 use crate::value::Value;

@@ -19,6 +19,7 @@
 //! exactly when the implied type differs from the wire type, so both `decode ∘ encode`
 //! and `encode ∘ decode` are the identity.
 
+pub mod fields;
 pub mod json;
 mod json_text;
 pub mod kube;

@@ -155,7 +155,7 @@ pub fn run(
 
 /// The operator's own metrics encoder, read back the way the benchmark reads `/metrics`.
 fn metrics_parse() -> anyhow::Result<()> {
-    let metrics = kraken_bridge::operator::metrics::Metrics::new();
+    let metrics = kraken_bridge::kit::metrics::Metrics::new();
     for (resource, verb, times) in [
         ("objects", "patch", 3),
         ("secrets", "create", 1),

@@ -1,7 +1,7 @@
 //! The reconcile's error type: one variant per way a reconcile can stop, each knowing the
 //! `Synced` reason it is reported under and whether retrying can help on its own.
 
-use super::conditions::reason;
+use crate::kit::conditions::reason;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -64,6 +64,22 @@ impl Error {
             self,
             Error::InvalidSpec(_) | Error::ReplaceRefused(_) | Error::State(_)
         )
+    }
+}
+
+impl From<crate::source::Error> for Error {
+    fn from(e: crate::source::Error) -> Self {
+        use crate::source::Error as S;
+        match e {
+            S::InvalidSpec(m) => Error::InvalidSpec(m),
+            S::ProviderConfigMissing(m) => Error::ProviderConfigMissing(m),
+            S::SecretMissing(m) => Error::SecretMissing(m),
+            S::ProviderConfigInvalid { name, message } => {
+                Error::ProviderConfigInvalid { name, message }
+            }
+            S::ProviderUnavailable(m) => Error::ProviderUnavailable(m),
+            S::Api(e) => Error::Api(e),
+        }
     }
 }
 

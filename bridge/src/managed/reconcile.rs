@@ -1,4 +1,4 @@
-//! The reconcile pipeline for one managed resource (DESIGN §4), as named steps:
+//! The reconcile pipeline for one managed resource, as named steps:
 //! [`reconcile`] reads the object and dispatches to [`apply`] (dereference → configuration →
 //! restore state → import / read → plan → apply → persist → status) or [`cleanup`] (destroy or
 //! orphan, then release the finalizer). Failures end up in [`report`], which turns them into
@@ -11,16 +11,18 @@ use kube::runtime::controller::Action;
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
-use super::conditions::{READY, SYNCED, Set, reason};
 use super::deps;
-use super::deref::{self, Provider, anyhow_chain};
 use super::error::{Error, Result};
-use super::fields::FieldMap;
 use super::state::Stored;
 use super::write::Run;
-use super::{CREATE_ATTEMPT_ANNOTATION, KindContext, PAUSED_ANNOTATION, jitter, parse_duration};
+use super::{CREATE_ATTEMPT_ANNOTATION, KindContext, PAUSED_ANNOTATION};
+use crate::kit::conditions::{READY, SYNCED, Set, reason};
+use crate::kit::errors::chain as anyhow_chain;
+use crate::kit::time::{jitter, parse_duration};
 use crate::provider::lifecycle::{self, Action as PlanAction, Applied, LifecycleError, Plan};
-use crate::provider::{Diagnostic, DiagnosticsExt as _, Provider as _, Severity, UpgradeRequest};
+use crate::provider::{Diagnostic, DiagnosticsExt as _, Plugin as _, Severity, UpgradeRequest};
+use crate::source::{self, Configured};
+use crate::value::fields::FieldMap;
 use crate::value::json::{decode_json_bytes, encode_json_bytes};
 use crate::value::kube::to_kube_json;
 use crate::value::{AttrPath, Type, Value};
@@ -123,7 +125,7 @@ pub async fn reconcile(
     };
     match result {
         Ok(action) => {
-            k.ctx.succeeded(&uid);
+            k.ctx.backoff.succeeded(&uid);
             Ok(action)
         }
         Err(Error::Api(e)) => Err(Error::Api(e)),
@@ -131,7 +133,7 @@ pub async fn reconcile(
             k.ctx.metrics.reconcile_failed(&k.label, err.reason());
             report(&mut run, &err).await?;
             Ok(if err.is_transient() {
-                Action::requeue(k.ctx.backoff(&uid))
+                Action::requeue(k.ctx.backoff.failed(&uid))
             } else {
                 Action::await_change()
             })
@@ -221,7 +223,7 @@ struct Restored {
 
 /// Everything one pass needs about the resource's provider and type.
 struct Target<'p> {
-    p: &'p Provider,
+    p: &'p Configured,
     type_name: &'p str,
     ty: Type,
     version: i64,
@@ -320,7 +322,7 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     }
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = deref::provider(&ctx, &kind, &run.namespace, spec.provider_config()).await?;
+    let p = source::provider(&ctx.source, &kind, &run.namespace, spec.provider_config()).await?;
     let resource = p.resource(&kind.type_name)?;
     let t = Target {
         p: &p,
@@ -339,8 +341,8 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     else {
         return Ok(Action::await_change());
     };
-    let config = deref::resource_config(
-        &ctx,
+    let config = source::resource_config(
+        &ctx.source,
         &p,
         &kind.type_name,
         &run.namespace,
@@ -684,12 +686,18 @@ async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     let readers = deps::readers(run).await?;
     if !readers.is_empty() {
         let message = crate::hub::producer::in_use_message(&readers);
-        let first =
-            condition(&run.status, READY).is_none_or(|(_, r, m)| r != deps::IN_USE || m != message);
-        run.set_conditions(&[Set::new(READY, false, deps::IN_USE, message.clone())]);
+        let first = condition(&run.status, READY)
+            .is_none_or(|(_, r, m)| r != crate::hub::consumer::IN_USE || m != message);
+        run.set_conditions(&[Set::new(
+            READY,
+            false,
+            crate::hub::consumer::IN_USE,
+            message.clone(),
+        )]);
         run.flush_status().await?;
         if first {
-            run.event(false, deps::IN_USE, message).await;
+            run.event(false, crate::hub::consumer::IN_USE, message)
+                .await;
         }
         return Ok(Action::requeue(std::time::Duration::from_secs(2)));
     }
@@ -721,7 +729,7 @@ async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
 async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = deref::provider(&ctx, &kind, &run.namespace, spec.provider_config()).await?;
+    let p = source::provider(&ctx.source, &kind, &run.namespace, spec.provider_config()).await?;
     let resource = p.resource(&kind.type_name)?;
     let t = Target {
         p: &p,
@@ -745,8 +753,8 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
         };
         // The configuration is only needed for the name to recover by; without it, recovery
         // falls back to importId.
-        let config = deref::resource_config(
-            &ctx,
+        let config = source::resource_config(
+            &ctx.source,
             &p,
             &kind.type_name,
             &run.namespace,

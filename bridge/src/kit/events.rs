@@ -53,7 +53,7 @@ pub fn event(warning: bool, reason: &str, note: &str, action: &str) -> Event {
             EventType::Normal
         },
         reason: reason.to_owned(),
-        note: Some(super::write::truncate(note, 1000)),
+        note: Some(super::text::truncate(note, 1000)),
         action: action.to_owned(),
         secondary: None,
     }
@@ -370,10 +370,23 @@ mod tests {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
+        // Counts the Event requests that arrive, and answers none of them.
+        let requests = Arc::new(AtomicUsize::new(0));
+        let seen = requests.clone();
         let _accept = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((conn, _)) = listener.accept().await {
-                held.push(conn);
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    use tokio::io::AsyncReadExt as _;
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = conn.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let text = String::from_utf8_lossy(&buf[..n]);
+                        seen.fetch_add(text.matches("POST /apis/events").count(), Ordering::SeqCst);
+                    }
+                });
             }
         });
         let dropped = Arc::new(AtomicUsize::new(0));
@@ -397,8 +410,17 @@ mod tests {
                 regarding.clone(),
             );
         }
-        // Let the workers take theirs, then fill the queue and overflow it by two.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Once each worker has taken its Event (its request reached the server and hangs),
+        // fill the queue and overflow it by two.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while requests.load(Ordering::SeqCst) < WORKERS {
+            assert!(
+                Instant::now() < deadline,
+                "the workers never sent their Events"
+            );
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         for _ in 0..5 {
             p.send(
                 event(false, "Updated", "updated", "Reconcile"),

@@ -1,4 +1,4 @@
-//! A managed resource in the dependency hub (DESIGN §5): as a consumer, its `spec.valuesFrom`
+//! A managed resource in the dependency hub: as a consumer, its `spec.valuesFrom`
 //! becomes a DependencyRequest whose resolved values are merged into `spec.forProvider`; as
 //! a producer, it publishes its outputs as the StateDeclaration `<kind>-<name>`, and its
 //! deletion waits while other objects still read them.
@@ -9,15 +9,16 @@ use k8s_openapi::ByteString;
 use kube::ResourceExt as _;
 use serde_json::{Value as Json, json};
 
-use super::conditions::{READY, SYNCED, Set};
-use super::deref::Provider;
 use super::error::{Error, Result};
-use super::fields::{FieldError, set_json_path};
 use super::write::Run;
 use crate::core_kinds::hub::{ObjectReference, ValueReference};
+use crate::hub::consumer::{WAITING, waiting};
 use crate::hub::controller::{Values, request_values};
 use crate::hub::object_key;
 use crate::hub::producer::Producer;
+use crate::kit::conditions::SYNCED;
+use crate::source::Configured;
+use crate::value::fields::{FieldError, set_json_path};
 use crate::value::kube::to_kube_json;
 use crate::value::{PathStep, Type, Value};
 
@@ -25,11 +26,6 @@ use crate::value::{PathStep, Type, Value};
 const STATUS_REQUEST: &str = "dependencyRequest";
 /// `status.stateDeclaration`: `{name, hash}` of what was last published.
 const STATUS_DECLARATION: &str = "stateDeclaration";
-/// Reason on `Ready` while references are not resolved.
-pub const WAITING: &str = "WaitingForDependencies";
-/// Reason on `Ready` while a deletion waits for consumers.
-pub const IN_USE: &str = "InUse";
-
 fn consumer(run: &Run<'_>) -> ObjectReference {
     ObjectReference {
         api_version: run.k.kind.resource.api_version.clone(),
@@ -43,7 +39,7 @@ fn consumer(run: &Run<'_>) -> ObjectReference {
 /// are not resolved (the status then says why; the request's change retriggers).
 pub async fn inputs(
     run: &mut Run<'_>,
-    p: &Provider,
+    p: &Configured,
     type_name: &str,
     for_provider: &Json,
     values_from: &[Json],
@@ -128,34 +124,6 @@ pub async fn inputs(
     }
 }
 
-/// A consumer whose values are not resolved: its conditions (`Synced` carries the request's
-/// reason and message), and the message of a Warning Event when that reason is a problem a
-/// user can fix and is new (`previous`: the Synced message before).
-pub fn waiting(
-    reason: &str,
-    message: String,
-    previous: Option<&str>,
-) -> ([Set; 2], Option<String>) {
-    let message = if reason == WAITING {
-        message
-    } else {
-        format!("{reason}: {message}")
-    };
-    let event = (previous != Some(message.as_str()) && reason != WAITING).then(|| message.clone());
-    (
-        [
-            Set::new(
-                READY,
-                false,
-                WAITING,
-                "waiting for the values of spec.valuesFrom; see the Synced condition",
-            ),
-            Set::new(SYNCED, false, WAITING, message),
-        ],
-        event,
-    )
-}
-
 /// The type at a Terraform path below `ty`.
 fn type_at(ty: &Type, steps: &[PathStep]) -> Type {
     let mut at = ty.clone();
@@ -207,7 +175,7 @@ fn producer<'r>(run: &'r Run<'_>) -> Producer<'r> {
 /// what changed.
 pub async fn publish(
     run: &mut Run<'_>,
-    p: &Provider,
+    p: &Configured,
     type_name: &str,
     state: &Value,
 ) -> Result<()> {

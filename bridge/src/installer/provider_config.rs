@@ -15,12 +15,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::conditions::{self, READY, Set, reason};
-use super::deref;
-use super::error::Error;
-use super::{Context, jitter};
+use super::Context;
 use crate::core_kinds::{Provider, ProviderConfig};
-use crate::provider::Provider as _;
+use crate::kit::conditions::{self, READY, Set, reason};
+use crate::kit::time::jitter;
+use crate::provider::Plugin as _;
+use crate::source;
+use crate::source::Error;
 
 /// How often a failing ProviderConfig is tried again: the fix may be elsewhere (a Secret, a
 /// provider installed into the plugin directory).
@@ -35,7 +36,7 @@ pub async fn run(
     // A Provider that finishes installing (or changes version) re-checks the ProviderConfigs
     // that refer to it.
     let store = controller.store();
-    let _ = ctx.provider_configs.set(store.clone());
+    let _ = ctx.source.provider_configs.set(store.clone());
     let providers: Api<Provider> = Api::all(ctx.client.clone());
     controller
         .watches(providers, watcher::Config::default(), move |p: Provider| {
@@ -65,7 +66,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
     let name = pc.metadata.name.clone().unwrap_or_default();
     let generation = pc.metadata.generation;
     let mut status = pc.status.clone().unwrap_or_default();
-    let (update, action) = match deref::configured(&ctx, &namespace, &pc).await {
+    let (update, action) = match source::configured(&ctx.source, &namespace, &pc).await {
         Ok((resolved, host)) => {
             status.version = Some(resolved.version);
             status.protocol = i32::try_from(host.protocol_version()).ok();
@@ -81,7 +82,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
             Action::requeue(jitter(RETRY, 0.2)),
         ),
     };
-    let now = crate::controller::conditions::now();
+    let now = crate::kit::conditions::now();
     status.conditions = conditions::merge(&status.conditions, &[update], generation, &now);
     status.observed_generation = generation;
     if pc.status.as_ref() != Some(&status) {

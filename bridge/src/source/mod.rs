@@ -1,27 +1,64 @@
-//! Step 1 of a reconcile: dereference what the resource points at — its ProviderConfig, the
-//! Secrets it and its ProviderConfig name — and turn them into a configured provider (from the
-//! pool) and the resource's configuration value.
+//! The provider source: turns what a resource points at — its ProviderConfig, the Secrets it
+//! and its ProviderConfig name — into a configured provider process (from the pool) and the
+//! resource's configuration value. The managed-resource controller and the ProviderConfig
+//! controller both come here; neither reaches the pool or the resolver directly.
+
+mod error;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
+use kube::runtime::reflector::Store;
+use kube::{Api, Client};
 use serde_json::Value as Json;
 
-use super::error::{Error, Result};
-use super::fields::{FieldError, FieldMap, SecretRef, set_json_path};
-use super::resolve::Resolved;
-use super::{Context, KindInfo};
-use crate::core_kinds::ProviderConfig;
-use crate::provider::pool::{PoolError, PoolKey};
+use crate::core_kinds::{KindInfo, ProviderConfig};
+use crate::kit::errors::chain;
+use crate::provider::pool::{PoolError, PoolKey, ProviderPool};
+use crate::provider::resolve::{Resolved, Resolver};
 use crate::provider::{LaunchOptions, ProviderHost, ProviderSchema};
 use crate::value::Value;
+use crate::value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
 use crate::value::kube::from_kube_json;
+pub use error::{Error, Result};
+
+/// Where configured providers come from: the process pool, the resolver that finds binaries,
+/// and the ProviderConfigs the ProviderConfig controller caches.
+pub struct Source {
+    pub client: Client,
+    pub pool: Arc<ProviderPool>,
+    pub resolver: Resolver,
+    /// The ProviderConfigs the ProviderConfig controller watches, once it runs: a reconcile
+    /// reads its ProviderConfig here instead of from the API server.
+    pub provider_configs: OnceLock<Store<ProviderConfig>>,
+    field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
+}
+
+impl Source {
+    pub fn new(client: Client, pool: Arc<ProviderPool>, resolver: Resolver) -> Self {
+        Self {
+            client,
+            pool,
+            resolver,
+            provider_configs: OnceLock::new(),
+            field_maps: Mutex::default(),
+        }
+    }
+
+    fn field_map(
+        &self,
+        key: (String, String, String),
+        build: impl FnOnce() -> FieldMap,
+    ) -> Arc<FieldMap> {
+        let mut maps = self.field_maps.lock().unwrap_or_else(|e| e.into_inner());
+        maps.entry(key).or_insert_with(|| Arc::new(build())).clone()
+    }
+}
 
 /// A configured provider serving one resource, with what the rest of the pass needs to talk
 /// to it about that resource.
-pub struct Provider {
+pub struct Configured {
     pub host: Arc<ProviderHost>,
     pub schema: Arc<ProviderSchema>,
     pub fields: Arc<FieldMap>,
@@ -29,7 +66,7 @@ pub struct Provider {
     pub label: String,
 }
 
-impl Provider {
+impl Configured {
     /// The resource type's schema (present: checked when the provider was dereferenced).
     pub fn resource(&self, type_name: &str) -> Result<&kraken_codegen::schema::Schema> {
         self.schema.resource(type_name).ok_or_else(|| {
@@ -43,11 +80,11 @@ impl Provider {
 
 /// The configured provider for a resource in `namespace` using ProviderConfig `pc_name`.
 pub async fn provider(
-    ctx: &Context,
+    ctx: &Source,
     kind: &KindInfo,
     namespace: &str,
     pc_name: &str,
-) -> Result<Provider> {
+) -> Result<Configured> {
     // From the ProviderConfig controller's cache; a name it has not seen (yet) is read.
     let cached = ctx
         .provider_configs
@@ -81,7 +118,7 @@ async fn read_provider_config(pcs: &Api<ProviderConfig>, pc_name: &str) -> Resul
 
 /// The pooled, configured provider process a ProviderConfig describes.
 pub async fn configured(
-    ctx: &Context,
+    ctx: &Source,
     namespace: &str,
     pc: &ProviderConfig,
 ) -> Result<(Resolved, Arc<ProviderHost>)> {
@@ -139,13 +176,13 @@ pub async fn configured(
             PoolError::Configure { summary, .. } => invalid(format!(
                 "the provider rejected the configuration: {summary}"
             )),
-            other => Error::ProviderUnavailable(format!("{:#}", anyhow_chain(&other))),
+            other => Error::ProviderUnavailable(format!("{:#}", chain(&other))),
         })?;
     Ok((resolved, host))
 }
 
 /// The binary a Ready `Provider` installed, at the version its status reports.
-async fn installed_provider(ctx: &Context, name: &str) -> std::result::Result<Resolved, String> {
+async fn installed_provider(ctx: &Source, name: &str) -> std::result::Result<Resolved, String> {
     let providers: Api<crate::core_kinds::Provider> = Api::all(ctx.client.clone());
     let p = match providers.get_opt(name).await {
         Ok(Some(p)) => p,
@@ -156,7 +193,7 @@ async fn installed_provider(ctx: &Context, name: &str) -> std::result::Result<Re
     let ready = status
         .conditions
         .iter()
-        .find(|c| c.type_ == super::conditions::READY);
+        .find(|c| c.type_ == crate::kit::conditions::READY);
     let (Some(address), Some(version)) = (status.address, status.version) else {
         let why = ready
             .map(|c| c.message.as_str())
@@ -169,14 +206,14 @@ async fn installed_provider(ctx: &Context, name: &str) -> std::result::Result<Re
 }
 
 async fn resource_provider(
-    ctx: &Context,
+    ctx: &Source,
     kind: &KindInfo,
     resolved: Resolved,
     host: Arc<ProviderHost>,
-) -> Result<Provider> {
-    let schema = crate::provider::Provider::schema(host.as_ref())
+) -> Result<Configured> {
+    let schema = crate::provider::Plugin::schema(host.as_ref())
         .await
-        .map_err(|e| Error::ProviderUnavailable(anyhow_chain(&e)))?;
+        .map_err(|e| Error::ProviderUnavailable(chain(&e)))?;
     let label = format!("{} {}", resolved.address, resolved.version);
     let Some(resource) = schema.resource(&kind.type_name) else {
         return Err(Error::InvalidSpec(format!(
@@ -188,7 +225,7 @@ async fn resource_provider(
         (resolved.address, resolved.version, kind.type_name.clone()),
         || FieldMap::for_resource(&kind.type_name, resource),
     );
-    Ok(Provider {
+    Ok(Configured {
         host,
         schema,
         fields,
@@ -215,8 +252,8 @@ fn build_config(schema: &ProviderSchema, config: &Json) -> std::result::Result<V
 /// `with_values` when values from `spec.valuesFrom` were merged in (sensitive ones by their
 /// plain names).
 pub async fn resource_config(
-    ctx: &Context,
-    provider: &Provider,
+    ctx: &Source,
+    provider: &Configured,
     type_name: &str,
     namespace: &str,
     for_provider: &Json,
@@ -274,19 +311,4 @@ async fn secret_value(secrets: &Api<Secret>, name: &str, key: &str) -> Result<St
         .ok_or_else(|| Error::SecretMissing(format!("Secret {name} has no key {key}")))?;
     String::from_utf8(bytes)
         .map_err(|_| Error::InvalidSpec(format!("Secret {name} key {key} is not UTF-8 text")))
-}
-
-/// An error with its causes, `a: b: c`.
-pub fn anyhow_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        let s = e.to_string();
-        if !out.contains(&s) {
-            out.push_str(": ");
-            out.push_str(&s);
-        }
-        cur = e.source();
-    }
-    out
 }

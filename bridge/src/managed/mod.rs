@@ -1,4 +1,4 @@
-//! The managed-resource controller (DESIGN §4): one generic reconciler, run once per generated
+//! The managed-resource controller: one generic reconciler, run once per generated
 //! kind, drives every resource through the provider that serves it.
 //!
 //! Shape of a pass (see [`reconcile`]): dereference the ProviderConfig and Secrets
@@ -14,17 +14,9 @@
 //! writes do not retrigger a reconcile: only changes of generation, deletion and the pause
 //! annotation do.
 
-pub mod conditions;
 mod deps;
-mod deref;
 pub mod error;
-pub mod events;
-pub mod fields;
-pub mod installer;
-pub mod kinds;
-pub mod provider_config;
 mod reconcile;
-pub mod resolve;
 pub mod state;
 pub(crate) mod write;
 
@@ -34,120 +26,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use kube::Client;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt as _, watcher};
 
-use crate::operator::metrics::Metrics;
-use crate::provider::pool::ProviderPool;
-pub use deps::{IN_USE, WAITING, waiting};
-pub use kinds::KindInfo;
-pub use resolve::Resolver;
+pub use crate::core_kinds::KindInfo;
+use crate::kit::Kit;
+use crate::source::Source;
 
-/// Finalizer on every managed resource Kraken has touched.
-pub const FINALIZER: &str = "kraken.dev/finalizer";
-/// `"true"` stops reconciliation of the resource until removed.
-pub const PAUSED_ANNOTATION: &str = "kraken.dev/paused";
+pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 /// The create fence: written before the provider is asked to create.
 pub const CREATE_ATTEMPT_ANNOTATION: &str = "kraken.dev/create-attempt";
-/// Field manager of Kraken's server-side applies.
-pub const FIELD_MANAGER: &str = "kraken";
+pub use crate::kit::FIELD_MANAGER;
 
-/// Everything reconciles share.
+/// Everything the managed-resource reconciles share.
 pub struct Context {
-    pub client: Client,
-    pub pool: Arc<ProviderPool>,
-    pub resolver: Resolver,
-    pub metrics: Arc<Metrics>,
-    pub events: events::Publisher,
+    pub kit: Arc<Kit>,
+    /// Where configured providers come from.
+    pub source: Arc<Source>,
     /// The dependency hub's index: which DependencyRequests read which objects.
     pub hub_index: Arc<crate::hub::Index>,
-    /// The ProviderConfigs the ProviderConfig controller watches, once it runs: a reconcile
-    /// reads its ProviderConfig here instead of from the API server.
-    pub provider_configs:
-        std::sync::OnceLock<kube::runtime::reflector::Store<crate::core_kinds::ProviderConfig>>,
-    field_maps: Mutex<HashMap<(String, String, String), Arc<fields::FieldMap>>>,
-    /// Consecutive transient failures per object UID, for backoff.
-    failures: Mutex<HashMap<String, u32>>,
 }
 
-impl Context {
-    pub fn new(
-        client: Client,
-        pool: Arc<ProviderPool>,
-        resolver: Resolver,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        let reporter = events::Reporter {
-            controller: "kraken".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        Self {
-            events: events::Publisher::new(client.clone(), reporter, {
-                let metrics = metrics.clone();
-                Arc::new(move || metrics.event_dropped())
-            }),
-            client,
-            pool,
-            resolver,
-            metrics,
-            hub_index: Arc::default(),
-            provider_configs: std::sync::OnceLock::new(),
-            field_maps: Mutex::default(),
-            failures: Mutex::default(),
-        }
-    }
-
-    fn field_map(
-        &self,
-        key: (String, String, String),
-        build: impl FnOnce() -> fields::FieldMap,
-    ) -> Arc<fields::FieldMap> {
-        let mut maps = self.field_maps.lock().unwrap_or_else(|e| e.into_inner());
-        maps.entry(key).or_insert_with(|| Arc::new(build())).clone()
-    }
-
-    /// Records a transient failure and returns how long to wait: 1 s doubling to 5 min, ±20 %.
-    pub(crate) fn backoff(&self, uid: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(uid.to_owned()).or_insert(0);
-        *n = n.saturating_add(1);
-        let base = Duration::from_secs(1 << (*n - 1).min(8)).min(Duration::from_secs(300));
-        jitter(base, 0.2)
-    }
-
-    pub(crate) fn succeeded(&self, uid: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.remove(uid);
-    }
-}
-
-/// `d` scaled by a random factor in `[1 - spread, 1 + spread]`.
-pub fn jitter(d: Duration, spread: f64) -> Duration {
-    let r = random_unit();
-    d.mul_f64(1.0 - spread + 2.0 * spread * r)
-}
-
-/// A number in `[0, 1)` good enough for jitter, without a dependency: std's randomly keyed
-/// hasher fed a counter.
-fn random_unit() -> f64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher_default();
-    COUNTER.fetch_add(1, Ordering::Relaxed).hash(&mut h);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-trait BuildHasherDefault {
-    fn build_hasher_default(&self) -> std::collections::hash_map::DefaultHasher;
-}
-
-impl BuildHasherDefault for std::collections::hash_map::RandomState {
-    fn build_hasher_default(&self) -> std::collections::hash_map::DefaultHasher {
-        std::hash::BuildHasher::build_hasher(self)
+impl std::ops::Deref for Context {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
     }
 }
 
@@ -306,44 +212,9 @@ fn error_policy(
 ) -> Action {
     let uid = meta.metadata.uid.clone().unwrap_or_default();
     kctx.ctx.metrics.reconcile_failed(&kctx.label, err.reason());
-    let wait = kctx.ctx.backoff(&uid);
+    let wait = kctx.ctx.backoff.failed(&uid);
     tracing::warn!(kind = %kctx.label, name = ?meta.metadata.name, "reconcile failed: {err}; retrying in {wait:?}");
     Action::requeue(wait)
-}
-
-/// Parses a Go duration (`10m`, `1h30m`, `2.5s`, `500ms`, `0`).
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let value: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += value * scale;
-    }
-    Duration::try_from_secs_f64(total).ok()
 }
 
 #[cfg(test)]
@@ -357,34 +228,5 @@ mod tests {
         assert_eq!(newer_version("120", None), "120");
         // Not a number: as the watch gave it.
         assert_eq!(newer_version("abc", Some(130)), "abc");
-    }
-
-    #[test]
-    fn parses_go_durations() {
-        let cases = [
-            ("10m", Some(600.0)),
-            ("1h30m", Some(5400.0)),
-            ("2.5s", Some(2.5)),
-            ("500ms", Some(0.5)),
-            ("0", Some(0.0)),
-            ("", None),
-            ("10", None),
-            ("5d", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(
-                parse_duration(text).map(|d| d.as_secs_f64()),
-                want,
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
-    fn jitter_stays_in_range() {
-        for _ in 0..1000 {
-            let d = jitter(Duration::from_secs(100), 0.1);
-            assert!(d >= Duration::from_secs(90) && d <= Duration::from_secs(110));
-        }
     }
 }

@@ -8,6 +8,8 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::{ApiResource, GroupVersionKind};
 
+/// Label `"true"` on a CRD whose Provider was deleted: its kind is not reconciled.
+pub const SUSPENDED_LABEL: &str = "kraken.dev/suspended";
 /// Annotation naming the provider's source address.
 pub const PROVIDER_ANNOTATION: &str = "tf.kraken.dev/provider";
 /// Annotation naming the Terraform resource type.
@@ -33,7 +35,7 @@ impl KindInfo {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(super::installer::SUSPENDED_LABEL))
+            .and_then(|l| l.get(SUSPENDED_LABEL))
             .is_some_and(|v| v == "true");
         let established = crd
             .status
@@ -122,7 +124,7 @@ mod tests {
     #[test]
     fn a_suspended_kind_is_not_reconciled() {
         let mut c = crd("fixture.tf.kraken.dev", true);
-        let label = super::super::installer::SUSPENDED_LABEL;
+        let label = super::SUSPENDED_LABEL;
         let labels = c.metadata.labels.get_or_insert_default();
         labels.insert(label.into(), "true".into());
         assert!(KindInfo::from_crd(&c).is_none());

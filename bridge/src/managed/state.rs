@@ -15,10 +15,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-/// The Secret type Kraken's state Secrets carry.
-pub const SECRET_TYPE: &str = "kraken.dev/tfstate";
-/// Label on state Secrets, naming the owner kind's group.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub use crate::core_kinds::{MANAGED_BY_LABEL, STATE_SECRET_TYPE as SECRET_TYPE};
+use crate::kit::hash::fnv1a;
 
 const KEY_STATE: &str = "state";
 const KEY_PRIVATE: &str = "private";
@@ -61,28 +59,6 @@ pub fn secret_name(kind: &str, name: &str) -> String {
         .take(keep)
         .collect();
     format!("{}-{hash}-tfstate", head.trim_end_matches(['-', '.']))
-}
-
-/// FNV-1a: a stable hash for names (std's hasher is not guaranteed stable across releases).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    fnv1a_extend(FNV_OFFSET, bytes)
-}
-
-/// FNV-1a of several byte strings, each prefixed with its length (so `["ab", "c"]` and
-/// `["a", "bc"]` differ).
-pub fn fnv1a_parts(parts: &[&[u8]]) -> u64 {
-    parts.iter().fold(FNV_OFFSET, |h, part| {
-        let len = u64::try_from(part.len()).unwrap_or(u64::MAX);
-        fnv1a_extend(fnv1a_extend(h, &len.to_le_bytes()), part)
-    })
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-fn fnv1a_extend(h: u64, bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl Stored {
@@ -234,14 +210,6 @@ mod tests {
             Stored::from_secret(&secret),
             Err(StateError::WrongType { .. })
         ));
-    }
-
-    #[test]
-    fn part_digests_keep_the_parts_apart() {
-        assert_ne!(fnv1a_parts(&[b"ab", b"c"]), fnv1a_parts(&[b"a", b"bc"]));
-        assert_eq!(fnv1a_parts(&[b"ab", b"c"]), fnv1a_parts(&[b"ab", b"c"]));
-        // The plain hash, which names state Secrets, is FNV-1a as published.
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 
     #[test]

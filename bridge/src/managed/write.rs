@@ -7,11 +7,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
-use super::conditions::{self, Set};
 use super::error::{Error, Result};
 use super::state::{self, Stored};
 use super::{FIELD_MANAGER, FINALIZER, KindContext};
-use crate::core_kinds::provider_config::Condition;
+use crate::kit::conditions::Condition;
+use crate::kit::conditions::{self, Set};
 
 /// One reconcile of one object: the object as last read or written, and the status being built.
 pub struct Run<'a> {
@@ -158,7 +158,7 @@ impl<'a> Run<'a> {
             .get("conditions")
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
-        let now = crate::controller::conditions::now();
+        let now = crate::kit::conditions::now();
         let merged = conditions::merge(&current, updates, self.generation(), &now);
         self.status["conditions"] = serde_json::to_value(merged).unwrap_or_else(|_| json!([]));
     }
@@ -213,7 +213,7 @@ impl<'a> Run<'a> {
 
     /// Queues an Event about the object (published in the background; see `events`).
     pub async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
-        let ev = super::events::event(warning, reason, &note.into(), "Reconcile");
+        let ev = crate::kit::events::event(warning, reason, &note.into(), "Reconcile");
         self.count("events", "create");
         let reference = self.obj.object_ref(&self.k.kind.resource);
         self.k.ctx.events.send(ev, reference);
@@ -231,16 +231,4 @@ pub fn with_finalizer(current: &[String], on: bool) -> Vec<String> {
         out.push(FINALIZER.to_owned());
     }
     out
-}
-
-/// At most `max` bytes of `s`, cut at a character boundary.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }

@@ -5,7 +5,40 @@
 //! `lastTransitionTime` changes only when a condition's status flips, so a reconcile that
 //! learns nothing new produces the same status and writes nothing.
 
-use crate::core_kinds::provider_config::{Condition, ConditionStatus};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One aspect of the object's state, as in metav1.Condition.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type (Ready).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: ConditionStatus,
+    /// A CamelCase word saying why the condition last changed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// A human-readable explanation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the status last flipped (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub last_transition_time: Option<String>,
+    /// The metadata.generation the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A condition's status.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
 
 pub const READY: &str = "Ready";
 pub const SYNCED: &str = "Synced";

@@ -13,7 +13,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use crate::core_kinds::provider_config::{Condition, SecretKeyRef};
+use crate::core_kinds::provider_config::SecretKeyRef;
+use crate::kit::conditions::Condition;
 
 /// The API group of the native AWS kinds.
 pub const GROUP: &str = "aws.kraken.dev";

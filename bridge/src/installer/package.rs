@@ -1,0 +1,117 @@
+//! Step 1 of installing a Provider: the package, fetched and verified into the plugin cache
+//! (or found there), and how fetch errors map to `Ready` reasons.
+
+use super::*;
+
+/// Step 1: the package, from the cache when the version in status still matches.
+pub(super) async fn fetch_package(
+    p: &Provider,
+    inst: &Installer,
+    status: &ProviderStatus,
+) -> Result<fetch::Installed, Failure> {
+    let bad = |m: String| Failure::new(reason::FETCH_FAILED, m, false);
+    let provider: fetch::Provider = p
+        .spec
+        .source
+        .parse()
+        .map_err(|e| bad(format!("invalid source {:?}: {e}", p.spec.source)))?;
+    let constraints: fetch::VersionConstraints = p
+        .spec
+        .version
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .map_err(|e| bad(format!("invalid version constraint: {e}")))?;
+    let http = fetch::HttpClient::new(fetch::HttpConfig {
+        extra_ca_files: inst.settings.ca_certs.clone(),
+        ..fetch::HttpConfig::default()
+    })
+    .map_err(|e| bad(chain(&e)))?;
+    let source = source(p, inst, http.clone()).map_err(bad)?;
+    let installer = fetch::Installer::new(
+        source,
+        fetch::PluginCache::new(&inst.settings.cache_dir),
+        http,
+    )
+    .allow_unsigned(p.spec.allow_unsigned);
+    // Like a lock file: the version installed before is kept while the constraint allows it.
+    let locked = locked(status, &provider).filter(|l| constraints.allows(&l.version));
+    let request = fetch::InstallRequest {
+        provider: provider.clone(),
+        constraints,
+        locked,
+        upgrade: false,
+    };
+    installer
+        .install(&request, &fetch::NoProgress)
+        .await
+        .map_err(|e| {
+            let message = format!("failed to install {provider}: {}", chain(&e));
+            Failure::new(fetch_reason(&e), message, e.is_transient())
+        })
+}
+
+pub(super) fn source(
+    p: &Provider,
+    inst: &Installer,
+    http: fetch::HttpClient,
+) -> Result<Arc<dyn fetch::Source>, String> {
+    let Some(mirror) = p
+        .spec
+        .mirror
+        .as_ref()
+        .or(inst.settings.default_mirror.as_ref())
+    else {
+        return Ok(Arc::new(fetch::RegistrySource::new(http)));
+    };
+    if mirror.starts_with("https://") || mirror.starts_with("http://") {
+        let url = mirror
+            .parse()
+            .map_err(|e| format!("invalid mirror url {mirror:?}: {e}"))?;
+        let source = fetch::NetworkMirrorSource::new(http, url).map_err(|e| chain(&e))?;
+        return Ok(Arc::new(source));
+    }
+    Ok(Arc::new(fetch::FilesystemMirrorSource::new(mirror)))
+}
+
+/// The lock entry status records, if it is for this provider.
+pub(super) fn locked(
+    status: &ProviderStatus,
+    provider: &fetch::Provider,
+) -> Option<fetch::ProviderLock> {
+    if status.address.as_deref() != Some(provider.to_string().as_str()) {
+        return None;
+    }
+    let version = status.version.as_deref()?.parse().ok()?;
+    let hashes = status
+        .hashes
+        .iter()
+        .filter_map(|h| h.parse().ok())
+        .collect();
+    Some(fetch::ProviderLock {
+        version,
+        constraints: None,
+        hashes,
+    })
+}
+
+/// The `Ready` reason for a failed install.
+pub(super) fn fetch_reason(e: &fetch::Error) -> &'static str {
+    use fetch::Error as E;
+    match e {
+        E::UnknownProvider { .. }
+        | E::NoMatchingVersion { .. }
+        | E::PlatformNotSupported { .. }
+        | E::ProtocolNotSupported { .. }
+        | E::LockedVersionNotAllowed { .. } => reason::NOT_AVAILABLE,
+        E::ChecksumMismatch { .. }
+        | E::ChecksumMissing { .. }
+        | E::SignatureInvalid { .. }
+        | E::SignatureUnknownKey { .. }
+        | E::Unsigned { .. }
+        | E::LockMismatch { .. }
+        | E::UnsafeArchive { .. }
+        | E::InvalidArchive { .. } => reason::VERIFICATION_FAILED,
+        _ => reason::FETCH_FAILED,
+    }
+}

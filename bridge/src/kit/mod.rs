@@ -1,0 +1,54 @@
+//! The low kit every controller builds on, importing nothing above it: conditions and the
+//! [`conditions::Condition`] type, Events ([`events`]), the finalizer flow ([`finalizer`]),
+//! Prometheus [`metrics`], durations, jitter and backoff ([`time`]), stable hashing
+//! ([`hash`]), error chains ([`errors`]) and bounded text ([`text`]).
+//!
+//! [`Kit`] bundles what every controller holds: the API client, the metrics, the Event
+//! publisher and the failure backoff.
+
+pub mod conditions;
+pub mod errors;
+pub mod events;
+#[cfg(test)]
+pub mod fake_api;
+pub mod finalizer;
+pub mod hash;
+pub mod metrics;
+pub mod text;
+pub mod time;
+
+use std::sync::Arc;
+
+use kube::Client;
+
+/// Field manager of Kraken's server-side applies and status writes.
+pub const FIELD_MANAGER: &str = "kraken";
+
+/// What every controller shares: the API client, the metrics, the Event publisher and the
+/// per-object failure backoff.
+pub struct Kit {
+    pub client: Client,
+    pub metrics: Arc<metrics::Metrics>,
+    pub events: events::Publisher,
+    pub backoff: time::Backoff,
+}
+
+impl Kit {
+    /// A kit whose Events are reported as coming from `kraken` (and the pod in `POD_NAME`).
+    pub fn new(client: Client, metrics: Arc<metrics::Metrics>) -> Self {
+        let reporter = events::Reporter {
+            controller: "kraken".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let dropped = {
+            let metrics = metrics.clone();
+            Arc::new(move || metrics.event_dropped())
+        };
+        Self {
+            events: events::Publisher::new(client.clone(), reporter, dropped),
+            client,
+            metrics,
+            backoff: time::Backoff::default(),
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Durations: Go-style duration text (`10m`, `1h30m`) as users write it in specs, jitter for
+//! requeues, and the exponential backoff every controller applies to failures.
+
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// `d` scaled by a random factor in `[1 - spread, 1 + spread]`.
+pub fn jitter(d: Duration, spread: f64) -> Duration {
+    let r = random_unit();
+    d.mul_f64(1.0 - spread + 2.0 * spread * r)
+}
+
+/// A number in `[0, 1)` good enough for jitter, without a dependency: std's randomly keyed
+/// hasher fed a counter.
+fn random_unit() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher_default();
+    COUNTER.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+trait BuildHasherDefault {
+    fn build_hasher_default(&self) -> std::collections::hash_map::DefaultHasher;
+}
+
+impl BuildHasherDefault for std::collections::hash_map::RandomState {
+    fn build_hasher_default(&self) -> std::collections::hash_map::DefaultHasher {
+        std::hash::BuildHasher::build_hasher(self)
+    }
+}
+
+/// Parses a Go duration (`10m`, `1h30m`, `2.5s`, `500ms`, `0`).
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// Consecutive failures per object UID, turned into an exponential, jittered wait: 1 s doubling to
+/// 5 min, ±20 %. Entries are dropped when the object succeeds.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    /// Records a failure of `uid` and returns how long to wait before the next try.
+    pub fn failed(&self, uid: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(uid.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        let base = Duration::from_secs(1 << (*n - 1).min(8)).min(Duration::from_secs(300));
+        jitter(base, 0.2)
+    }
+
+    /// Forgets the failures of `uid`.
+    pub fn succeeded(&self, uid: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.remove(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_go_durations() {
+        let cases = [
+            ("10m", Some(600.0)),
+            ("1h30m", Some(5400.0)),
+            ("2.5s", Some(2.5)),
+            ("500ms", Some(0.5)),
+            ("0", Some(0.0)),
+            ("", None),
+            ("10", None),
+            ("5d", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                parse_duration(text).map(|d| d.as_secs_f64()),
+                want,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn jitter_stays_in_range() {
+        for _ in 0..1000 {
+            let d = jitter(Duration::from_secs(100), 0.1);
+            assert!(d >= Duration::from_secs(90) && d <= Duration::from_secs(110));
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_and_resets() {
+        let b = Backoff::default();
+        let first = b.failed("a");
+        let second = b.failed("a");
+        assert!(first <= Duration::from_millis(1200) && second >= Duration::from_millis(1600));
+        b.succeeded("a");
+        assert!(b.failed("a") <= Duration::from_millis(1200));
+    }
+}

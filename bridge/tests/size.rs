@@ -1,0 +1,192 @@
+//! Keeps the production code easy to read: no source file over [`MAX_FILE_LINES`] lines and no
+//! function over [`MAX_FN_LINES`] lines, in every crate that ships (`bridge`, `codegen`,
+//! `registry-fetch`, `proto`). Unit-test modules (`#[cfg(test)]` and `tests.rs` files) and test
+//! fakes do not count.
+//!
+//! A function may be longer when a comment right above it says why, containing the words
+//! "lines because" (for example a table that reads best as one match).
+
+use std::path::{Path, PathBuf};
+
+const MAX_FILE_LINES: usize = 600;
+const MAX_FN_LINES: usize = 80;
+
+fn workspace() -> PathBuf {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    Path::new(&manifest)
+        .parent()
+        .expect("bridge has a parent")
+        .to_path_buf()
+}
+
+fn sources() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut out = Vec::new();
+    for krate in ["bridge", "codegen", "registry-fetch", "proto"] {
+        collect(&root.join(krate).join("src"), &mut out);
+    }
+    out.retain(|p| {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let in_tests_dir = p.iter().any(|c| c == "tests");
+        !in_tests_dir
+            && !matches!(name.as_deref(), Some("tests.rs" | "proptests.rs"))
+            && !name.as_deref().is_some_and(|n| n.starts_with("fake"))
+    });
+    assert!(out.len() > 50, "found only {} source files", out.len());
+    out
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for p in paths {
+        if p.is_dir() {
+            collect(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The lines of a file up to its unit-test module.
+fn production_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim() == "#[cfg(test)]")
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// `{` and `}` of a line outside string and char literals and comments.
+fn braces(line: &str) -> (usize, usize) {
+    let (mut open, mut close) = (0, 0);
+    let mut chars = line.chars().peekable();
+    let mut in_str = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if in_str => {
+                chars.next();
+            }
+            '"' => in_str = !in_str,
+            '/' if !in_str && chars.peek() == Some(&'/') => break,
+            '\'' if !in_str => {
+                // A char literal ('{', '\'' ...) or a lifetime ('a): skip a literal whole.
+                let rest: String = chars.clone().take(3).collect();
+                if rest.starts_with('\\') {
+                    chars.nth(2);
+                } else if rest.chars().nth(1) == Some('\'') {
+                    chars.nth(1);
+                }
+            }
+            '{' if !in_str => open += 1,
+            '}' if !in_str => close += 1,
+            _ => {}
+        }
+    }
+    (open, close)
+}
+
+fn fn_name(line: &str) -> Option<String> {
+    let t = line.trim_start();
+    let idx = t.find("fn ")?;
+    let before = &t[..idx];
+    let words_ok = before.split_whitespace().all(|w| {
+        matches!(w, "pub" | "async" | "const" | "unsafe" | "extern") || w.starts_with("pub(")
+    });
+    if !words_ok || t.trim_end().ends_with(';') {
+        return None;
+    }
+    let name: String = t[idx + 3..]
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Functions over the limit in `lines`: (first line number, name, length).
+fn long_functions(lines: &[&str]) -> Vec<(usize, String, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(name) = fn_name(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        let (mut depth, mut opened, mut j) = (0usize, false, i);
+        while j < lines.len() {
+            let (o, c) = braces(lines[j]);
+            depth += o;
+            opened |= o > 0;
+            depth = depth.saturating_sub(c);
+            if opened && depth == 0 {
+                break;
+            }
+            j += 1;
+        }
+        let len = j - i + 1;
+        let excused = lines[i.saturating_sub(6)..i]
+            .iter()
+            .any(|l| l.trim_start().starts_with("//") && l.contains("lines because"));
+        if len > MAX_FN_LINES && !excused {
+            out.push((i + 1, name, len));
+        }
+        // Nested functions are counted within their parent only.
+        i = j + 1;
+    }
+    out
+}
+
+#[test]
+fn files_and_functions_stay_short() {
+    let root = workspace();
+    let mut problems = Vec::new();
+    for path in sources() {
+        let text = std::fs::read_to_string(&path).expect("read source");
+        let lines = production_lines(&text);
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        if lines.len() > MAX_FILE_LINES {
+            problems.push(format!(
+                "{rel}: {} lines (limit {MAX_FILE_LINES})",
+                lines.len()
+            ));
+        }
+        for (line, name, len) in long_functions(&lines) {
+            problems.push(format!(
+                "{rel}:{line}: fn {name} is {len} lines (limit {MAX_FN_LINES})"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "split these by responsibility:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_counts_bodies_not_strings() {
+    let src = [
+        "fn a() {",
+        "    let s = \"{{{\";",
+        "    let c = '{';",
+        "    if x { y() }",
+        "}",
+        "fn b<'a>(x: &'a str) {}",
+    ];
+    let mut lines: Vec<&str> = src.to_vec();
+    assert!(long_functions(&lines).is_empty());
+    let filler = vec!["    x();"; MAX_FN_LINES];
+    lines.splice(1..1, filler);
+    let found = long_functions(&lines);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].1, "a");
+}

@@ -91,18 +91,15 @@ FIXTURE_DIR=${KRAKEN_FIXTURE_DIR:-$REPO_ROOT/tests/fixtures/terraform-provider-f
 
 PLATFORM=linux_amd64
 
-# Fail loudly if a module asks for a newer Go instead of silently downloading a toolchain.
-export GOTOOLCHAIN=local
-
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
 
-log() { printf 'testenv: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+LOG_TAG=testenv
+# shellcheck source=scripts/lib/common.sh
+. "$REPO_ROOT/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/go.sh
+. "$REPO_ROOT/scripts/lib/go.sh"
 
 usage() {
 	cat <<EOF
@@ -144,157 +141,9 @@ GO (go binary), PYTHON (python3 used for the moto venv).
 EOF
 }
 
-find_go() {
-	if [[ -n ${GO:-} ]]; then
-		printf '%s\n' "$GO"
-	elif command -v go >/dev/null 2>&1; then
-		command -v go
-	elif [[ -x /usr/local/go/bin/go ]]; then
-		printf '%s\n' /usr/local/go/bin/go
-	else
-		return 1
-	fi
-}
-
-# Prints N distinct free TCP ports on 127.0.0.1. All sockets are held open until all ports
-# are chosen, so the N ports differ; like envtest, there is a small window before the server
-# binds in which another process could take one (`up` retries on "address already in use").
-free_ports() {
-	"${PYTHON:-python3}" - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-}
-
-# True if something accepts TCP connections on 127.0.0.1:$1 (bash's /dev/tcp, no curl needed).
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# True if pid file $1 names a live process whose command line mentions $2. The second check
-# keeps us from signalling an unrelated process that reused a stale pid.
-pid_alive() {
-	local pidfile=$1 needle=$2 pid
-	[[ -s $pidfile ]] || return 1
-	pid=$(<"$pidfile")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	[[ -r /proc/$pid/cmdline ]] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$needle"
-}
-
-# run_logged LOGFILE CMD...: runs CMD with `set -e` in force and its output in LOGFILE, and stores
-# its exit status in RUN_RC. Bash ignores `set -e` in everything called from an if/||/&& context,
-# subshells included, which would let a half-failed build look successful. So run_logged and its
-# callers are invoked as plain statements and report through variables, not exit codes.
-RUN_RC=0
-run_logged() {
-	local logfile=$1
-	shift
-	set +e
-	(
-		set -e
-		"$@"
-	) >"$logfile" 2>&1 </dev/null
-	RUN_RC=$?
-	set -e
-}
-
 # --------------------------------------------------------------------------------------------
-# Building Go peers through wrapper modules
+# Building the Go peers (through wrapper modules: see scripts/lib/go.sh)
 # --------------------------------------------------------------------------------------------
-#
-# `go install module/cmd@version` refuses modules whose go.mod has replace directives
-# (k8s.io/kubernetes replaces all its k8s.io/* staging modules with ./staging/... paths). The
-# workaround: a tiny wrapper module that requires the upstream module and, where needed,
-# re-states those replaces with the published versions of the staging modules. The wrapper
-# also copies upstream's `go` and `godebug` lines so the binary keeps upstream's language
-# version and GODEBUG defaults.
-
-# gomod_of MODULE VERSION: downloads the module and prints the path of its cached go.mod.
-gomod_of() {
-	local json gomod
-	json=$(cd "$SRC_DIR" && "$GO_CMD" mod download -json "$1@$2" 2>&1) || {
-		printf 'cannot download %s@%s:\n%s\n' "$1" "$2" "$json" >&2
-		return 1
-	}
-	gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p' <<<"$json")
-	[[ -f $gomod ]] || {
-		printf 'no go.mod for %s@%s in:\n%s\n' "$1" "$2" "$json" >&2
-		return 1
-	}
-	printf '%s\n' "$gomod"
-}
-
-# upstream_replaces GOMOD STAGING: re-states GOMOD's replace directives for the wrapper module
-# (replaces only take effect in the main module, so the wrapper has to repeat them).
-#   - `M => other/module vX` is copied as is;
-#   - `M => ./path` (a directory of upstream's repository) becomes `M => M STAGING`, i.e. the
-#     published version of that module. With STAGING "-" such lines are dropped (for etcd, whose
-#     local replaces only point at sibling modules its require block already pins); with STAGING
-#     empty they are an error, since the wrapper cannot reproduce them.
-upstream_replaces() {
-	awk -v ver="$2" '
-		/^replace[ \t]*\([ \t]*$/ { blk = 1; next }
-		blk && /^[ \t]*\)/        { blk = 0; next }
-		blk || /^replace[ \t]/ {
-			sub(/^replace[ \t]+/, "")
-			$0 = $0
-			for (i = 1; i < NF && $i != "=>"; i++) {}
-			if ($i != "=>") next
-			if ($(i + 1) ~ /^\.\.?\//) {
-				if (ver == "-") next
-				if (ver == "") { bad = bad " " $1; next }
-				printf "\t%s => %s %s\n", $1, $1, ver
-			} else {
-				print "\t" $0
-			}
-		}
-		END {
-			if (bad != "") {
-				print "go.mod replaces these modules with local paths, which a wrapper cannot reproduce:" bad > "/dev/stderr"
-				exit 3
-			}
-		}' "$1"
-}
-
-# prepare_wrapper DIR MODULE VERSION STAGING PKG...: creates (once) the wrapper module in DIR that
-# requires MODULE@VERSION and imports PKG... from a build-tagged tools.go, so that `go mod tidy`
-# records every dependency. STAGING: see upstream_replaces.
-prepare_wrapper() {
-	local dir=$1 module=$2 version=$3 staging=$4 gomod replaces pkg
-	shift 4
-	[[ -f $dir/.ready ]] && return 0
-	mkdir -p "$dir"
-	gomod=$(gomod_of "$module" "$version")
-	replaces=$(upstream_replaces "$gomod" "$staging")
-	{
-		printf '// Generated by scripts/testenv.sh: wrapper to build %s@%s.\n' "$module" "$version"
-		printf 'module kraken.local/testenv/%s\n\n' "${dir##*/}"
-		grep -E '^(go|godebug)[[:space:]]' "$gomod" || printf 'go 1.21\n'
-		printf '\nrequire %s %s\n' "$module" "$version"
-		if [[ -n $replaces ]]; then
-			printf '\nreplace (\n%s\n)\n' "$replaces"
-		fi
-	} >"$dir/go.mod"
-	{
-		printf '//go:build tools\n\n// Generated by scripts/testenv.sh.\npackage tools\n\nimport (\n'
-		for pkg in "$@"; do printf '\t_ "%s"\n' "$pkg"; done
-		printf ')\n'
-	} >"$dir/tools.go"
-	(cd "$dir" && "$GO_CMD" mod tidy)
-	touch "$dir/.ready"
-}
-
-# go_build DIR PKG OUT [LDFLAGS]: builds PKG inside wrapper DIR into OUT (atomically, so an
-# interrupted build never leaves a half-written binary that a later run would take as cached).
-go_build() {
-	local dir=$1 pkg=$2 out=$3 ldflags=${4:-}
-	(cd "$dir" && "$GO_CMD" build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
-	mv -f "$out.tmp" "$out"
-}
 
 k8s_wrapper() {
 	local minor_patch=${K8S_VERSION#v1.}
@@ -350,12 +199,6 @@ build_terraform() {
 	go_build "$dir" "$TERRAFORM_MODULE" "$1" "-X $TERRAFORM_MODULE/version.dev=no"
 }
 
-# build_provider NAME MODULE MODVER OUT
-build_provider() {
-	local dir=$SRC_DIR/provider-$1-$3
-	prepare_wrapper "$dir" "$2" "$3" "" "$2"
-	go_build "$dir" "$2" "$4"
-}
 build_provider_time() { build_provider time "$PROVIDER_TIME_MODULE" "$PROVIDER_TIME_MODVER" "$1"; }
 build_provider_random() { build_provider random "$PROVIDER_RANDOM_MODULE" "$PROVIDER_RANDOM_MODVER" "$1"; }
 build_provider_null() { build_provider null "$PROVIDER_NULL_MODULE" "$PROVIDER_NULL_MODVER" "$1"; }
@@ -394,26 +237,6 @@ ensure_built() {
 	fi
 	ln -sfn "${out##*/}" "$BIN_DIR/$name"
 	BUILT=$out
-}
-
-# place_in_mirror ADDR VERSION BINARY: hard-links BINARY into the unpacked filesystem-mirror layout
-# HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/terraform-provider-TYPE_vVERSION and drops other versions
-# of the same provider, so Terraform never picks a stale build. Prints the mirror path.
-place_in_mirror() {
-	local addr=$1 version=$2 bin=$3 type dir dest old
-	type=${addr##*/}
-	dir=$PLUGIN_DIR/$addr/$version/$PLATFORM
-	dest=$dir/terraform-provider-${type}_v$version
-	mkdir -p "$dir"
-	# A hard link costs no space; Terraform hashes the file content, so a symlink would also do,
-	# but a real file keeps the mirror usable if the cache's bin/ is pruned.
-	if [[ ! $dest -ef $bin ]]; then
-		ln -f "$bin" "$dest" 2>/dev/null || cp -f "$bin" "$dest"
-	fi
-	for old in "$PLUGIN_DIR/$addr"/*; do
-		[[ -d $old && ${old##*/} != "$version" ]] && rm -rf "$old"
-	done
-	printf '%s\n' "$dest"
 }
 
 install_moto() {

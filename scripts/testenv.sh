@@ -114,12 +114,21 @@ Installs and runs the real peers Kraken's tests need. Everything lives under
 \$KRAKEN_TESTENV_DIR (default ~/.cache/kraken-testenv); currently: $CACHE
 
 Commands:
-  install          Build/install every peer (cached by version), write the Terraform CLI config
+  install [--only PEER[,PEER...]]
+                   Build/install every peer (cached by version), write the Terraform CLI config
                    $TF_RC and the env file $ENV_FILE
                    (export lines: KRAKEN_TEST_ETCD, KRAKEN_TEST_KUBE_APISERVER, KRAKEN_TEST_KUBECTL,
                    KRAKEN_TEST_TERRAFORM, KRAKEN_TEST_HELM, KRAKEN_TEST_MOTO, KRAKEN_TEST_PLUGIN_DIR,
-                   KRAKEN_TEST_TF_CLI_CONFIG, KRAKEN_TEST_PROVIDER_<NAME>[_VERSION], ...).
+                   KRAKEN_TEST_TF_CLI_CONFIG, KRAKEN_TEST_PROVIDER_<NAME>[_VERSION], ...), and
+                   check that terraform init installs the providers offline from the mirror.
                    Prints the env file path.
+                   --only builds just the peers named (the others are neither built nor
+                   required; those an earlier install built still go into the env file, the
+                   rest are left out of it) and skips the terraform init check. PEERs: etcd,
+                   kube-apiserver, kubectl, helm, terraform, moto, random, time, null, fixture;
+                   groups: control-plane (etcd, kube-apiserver, kubectl), providers (random,
+                   time, null, fixture), demo (what scripts/demo.sh needs: control-plane, moto,
+                   random, time). The tests need a full install.
   up [RUN_DIR]     Start etcd + kube-apiserver on loopback with fresh free ports (envtest-style),
                    in the background. RUN_DIR defaults to $DEFAULT_RUN_DIR; several
                    RUN_DIRs may run at once. The last line of stdout is RUN_DIR/kubeconfig
@@ -138,6 +147,7 @@ Commands:
 
 Typical use:
   source "\$(scripts/testenv.sh env)"
+  scripts/testenv.sh install --only demo     # only what scripts/demo.sh needs
   KUBECONFIG=\$(scripts/testenv.sh up /tmp/run1) kubectl get ns
   scripts/testenv.sh down /tmp/run1
 

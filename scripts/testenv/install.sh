@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# main (scripts/testenv.sh) passes install's arguments to cmd_install; the other callers pass none.
+# shellcheck disable=SC2119,SC2120
 #
 # scripts/testenv/install.sh — `install` and `env`: build what is missing (cached by version),
 # lay out the provider mirror, write the Terraform CLI config and the env file.
@@ -12,15 +14,46 @@
 FAILED=()   # peers that failed (install exits non-zero)
 SKIPPED=()  # optional peers that were left out, with the reason
 
+# The peers `install --only` accepts, and its shorthands for groups of them.
+PEERS=(etcd kube-apiserver kubectl helm terraform moto random time null fixture)
+declare -A PEER_GROUPS=(
+	[control-plane]="etcd kube-apiserver kubectl"
+	[providers]="random time null fixture"
+	[demo]="etcd kube-apiserver kubectl moto random time"
+)
+ONLY="" # with --only: the peers to build, as ",a,b,"; empty: all of them
+
+# selected PEER: true if this install builds PEER when it is missing.
+selected() { [[ -z $ONLY || $ONLY == *",$1,"* ]]; }
+
+# parse_only LIST: sets ONLY from --only's comma-separated peers and groups.
+parse_only() {
+	local item peer
+	ONLY=","
+	for item in ${1//,/ }; do
+		if [[ -n ${PEER_GROUPS[$item]:-} ]]; then
+			for peer in ${PEER_GROUPS[$item]}; do ONLY+="$peer,"; done
+		elif [[ " ${PEERS[*]} " == *" $item "* ]]; then
+			ONLY+="$item,"
+		else
+			die "install --only: unknown peer '$item' (peers: ${PEERS[*]}; groups: ${!PEER_GROUPS[*]})"
+		fi
+	done
+	[[ $ONLY != "," ]] || die "install --only: no peer named"
+}
+
 # ensure_built NAME VERSION BUILD_FN [NOTE]: makes $BIN_DIR/NAME-VERSION exist (building it with
 # BUILD_FN OUT when it does not) and points the stable symlink $BIN_DIR/NAME at it. Sets BUILT to
-# the artifact, or to "" after reporting a failed build. Call it as a plain statement (run_logged).
+# the artifact, or to "" after reporting a failed build. A peer left out by --only (NAME without
+# its terraform-provider- prefix) is never built: BUILT is the artifact if an earlier install made
+# it, else "". Call it as a plain statement (run_logged).
 BUILT=""
 ensure_built() {
 	local name=$1 version=$2 fn=$3 note=${4:-} out logfile start
 	out=$BIN_DIR/$name-$version
 	BUILT=""
 	if [[ ! -x $out ]]; then
+		selected "${name#terraform-provider-}" || return 0
 		logfile=$LOG_DIR/build-$name-$version.log
 		log "building $name $version${note:+ ($note)}..."
 		start=$SECONDS
@@ -36,10 +69,24 @@ ensure_built() {
 	BUILT=$out
 }
 
+# record_peer PEER: after ensure_built/ensure_moto, records PEER in cmd_install's have[] if it is
+# there, or as failed if this install was to build it.
+record_peer() {
+	if [[ -n $BUILT ]]; then
+		have[$1]=$BUILT
+	elif selected "$1"; then
+		FAILED+=("$1")
+	fi
+}
+
 # Like ensure_built, for the moto venv (the stamp file records the installed version).
 ensure_moto() {
 	BUILT=$MOTO_VENV/bin/moto_server
 	if [[ -x $BUILT && $(cat "$MOTO_VENV/.kraken-moto-version" 2>/dev/null) == "$MOTO_VERSION" ]]; then
+		return 0
+	fi
+	if ! selected moto; then
+		BUILT=""
 		return 0
 	fi
 	local logfile=$LOG_DIR/install-moto-$MOTO_VERSION.log start=$SECONDS
@@ -99,6 +146,12 @@ check_terraform_mirror() {
 
 cmd_install() {
 	local start=$SECONDS
+	case ${1:-} in
+	"") ;;
+	--only) parse_only "${2:-}" ;;
+	--only=*) parse_only "${1#--only=}" ;;
+	*) die "install: unknown argument '$1' (see --help)" ;;
+	esac
 	mkdir -p "$BIN_DIR" "$SRC_DIR" "$LOG_DIR" "$PLUGIN_DIR"
 
 	# One install at a time: tests may call `up` (and so `install`) in parallel.
@@ -110,19 +163,22 @@ cmd_install() {
 	command -v openssl >/dev/null || die "openssl is required (apt-get install openssl)"
 	command -v "${PYTHON:-python3}" >/dev/null || die "python3 is required (for moto and free ports)"
 
+	# have[PEER] is set for every peer that is there (built now or before), and only those go
+	# into the env file; without --only, a missing one fails the install.
+	declare -A have=()
 	local slow="first time takes a few minutes"
 	ensure_built kube-apiserver "$K8S_VERSION" build_kube_apiserver "$slow"
-	[[ -n $BUILT ]] || FAILED+=(kube-apiserver)
+	record_peer kube-apiserver
 	ensure_built kubectl "$K8S_VERSION" build_kubectl
-	[[ -n $BUILT ]] || FAILED+=(kubectl)
+	record_peer kubectl
 	ensure_built etcd "$ETCD_VERSION" build_etcd
-	[[ -n $BUILT ]] || FAILED+=(etcd)
+	record_peer etcd
 	ensure_built helm "$HELM_VERSION" build_helm "$slow"
-	[[ -n $BUILT ]] || FAILED+=(helm)
+	record_peer helm
 	ensure_built terraform "$TERRAFORM_VERSION" build_terraform "$slow"
-	[[ -n $BUILT ]] || FAILED+=(terraform)
+	record_peer terraform
 	ensure_moto
-	[[ -n $BUILT ]] || FAILED+=(moto)
+	record_peer moto
 
 	# Providers are optional one by one: a provider that fails to build is reported and left out.
 	declare -A provider_path=()
@@ -132,7 +188,7 @@ cmd_install() {
 		ensure_built "terraform-provider-$p" "${!version}" "build_provider_$p"
 		if [[ -n $BUILT ]]; then
 			provider_path[$p]=$(place_in_mirror "registry.terraform.io/hashicorp/$p" "${!version}" "$BUILT")
-		else
+		elif selected "$p"; then
 			SKIPPED+=("provider $p: build failed, see $LOG_DIR/build-terraform-provider-$p-${!version}.log")
 		fi
 	done
@@ -149,10 +205,10 @@ cmd_install() {
 			# Old builds of the fixture are dead weight once its sources changed.
 			find "$BIN_DIR" -maxdepth 1 -name 'terraform-provider-fixture-*' \
 				! -name "terraform-provider-fixture-$FIXTURE_VERSION-$fixture_key" -delete
-		else
+		elif selected fixture; then
 			SKIPPED+=("provider fixture: build failed in $FIXTURE_DIR")
 		fi
-	else
+	elif selected fixture; then
 		log "fixture provider source not found at $FIXTURE_DIR (no go.mod); KRAKEN_TEST_PROVIDER_FIXTURE left unset"
 		SKIPPED+=("provider fixture: no source at $FIXTURE_DIR")
 	fi
@@ -168,23 +224,34 @@ cmd_install() {
 	write_terraformrc
 	{
 		printf '# Generated by scripts/testenv.sh install; do not edit. Source it: . %s\n' "$ENV_FILE"
-		printf '# Terraform CLI here is HashiCorp Terraform %s built from %s.\n' "$TERRAFORM_VERSION" "$TERRAFORM_MODULE"
-		local kv
-		for kv in \
-			"KRAKEN_TESTENV_DIR=$CACHE" \
-			"KRAKEN_TEST_ETCD=$BIN_DIR/etcd-$ETCD_VERSION" \
-			"KRAKEN_TEST_ETCD_VERSION=${ETCD_VERSION#v}" \
-			"KRAKEN_TEST_KUBE_APISERVER=$BIN_DIR/kube-apiserver-$K8S_VERSION" \
-			"KRAKEN_TEST_KUBECTL=$BIN_DIR/kubectl-$K8S_VERSION" \
-			"KRAKEN_TEST_KUBE_VERSION=${K8S_VERSION#v}" \
-			"KRAKEN_TEST_TERRAFORM=$BIN_DIR/terraform-$TERRAFORM_VERSION" \
-			"KRAKEN_TEST_TERRAFORM_VERSION=${TERRAFORM_VERSION#v}" \
-			"KRAKEN_TEST_HELM=$BIN_DIR/helm-$HELM_VERSION" \
-			"KRAKEN_TEST_HELM_VERSION=${HELM_VERSION#v}" \
-			"KRAKEN_TEST_MOTO=$MOTO_VENV/bin/moto_server" \
-			"KRAKEN_TEST_MOTO_VERSION=$MOTO_VERSION" \
-			"KRAKEN_TEST_PLUGIN_DIR=$PLUGIN_DIR" \
-			"KRAKEN_TEST_TF_CLI_CONFIG=$TF_RC"; do
+		if [[ -n ${have[terraform]:-} ]]; then
+			printf '# Terraform CLI here is HashiCorp Terraform %s built from %s.\n' "$TERRAFORM_VERSION" "$TERRAFORM_MODULE"
+		fi
+		# Only the peers that are there (all of them, unless --only left some out).
+		local kv kvs=("KRAKEN_TESTENV_DIR=$CACHE")
+		if [[ -n ${have[etcd]:-} ]]; then
+			kvs+=("KRAKEN_TEST_ETCD=$BIN_DIR/etcd-$ETCD_VERSION" "KRAKEN_TEST_ETCD_VERSION=${ETCD_VERSION#v}")
+		fi
+		if [[ -n ${have[kube-apiserver]:-} ]]; then
+			kvs+=("KRAKEN_TEST_KUBE_APISERVER=$BIN_DIR/kube-apiserver-$K8S_VERSION")
+		fi
+		if [[ -n ${have[kubectl]:-} ]]; then
+			kvs+=("KRAKEN_TEST_KUBECTL=$BIN_DIR/kubectl-$K8S_VERSION")
+		fi
+		if [[ -n ${have[kube-apiserver]:-}${have[kubectl]:-} ]]; then
+			kvs+=("KRAKEN_TEST_KUBE_VERSION=${K8S_VERSION#v}")
+		fi
+		if [[ -n ${have[terraform]:-} ]]; then
+			kvs+=("KRAKEN_TEST_TERRAFORM=$BIN_DIR/terraform-$TERRAFORM_VERSION" "KRAKEN_TEST_TERRAFORM_VERSION=${TERRAFORM_VERSION#v}")
+		fi
+		if [[ -n ${have[helm]:-} ]]; then
+			kvs+=("KRAKEN_TEST_HELM=$BIN_DIR/helm-$HELM_VERSION" "KRAKEN_TEST_HELM_VERSION=${HELM_VERSION#v}")
+		fi
+		if [[ -n ${have[moto]:-} ]]; then
+			kvs+=("KRAKEN_TEST_MOTO=$MOTO_VENV/bin/moto_server" "KRAKEN_TEST_MOTO_VERSION=$MOTO_VERSION")
+		fi
+		kvs+=("KRAKEN_TEST_PLUGIN_DIR=$PLUGIN_DIR" "KRAKEN_TEST_TF_CLI_CONFIG=$TF_RC")
+		for kv in "${kvs[@]}"; do
 			printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}"
 		done
 		for p in random time null fixture; do
@@ -199,27 +266,30 @@ cmd_install() {
 
 	# The offline `terraform init` check costs a few seconds, so it runs only when the env file,
 	# the CLI config, the terraform binary or a mirrored provider changed since the last check.
-	local stamp
-	stamp=$CACHE/.verified-$({
-		cat "$ENV_FILE" "$TF_RC"
-		find "$PLUGIN_DIR" "$BIN_DIR/terraform-$TERRAFORM_VERSION" -type f -printf '%p %i %s %T@\n' | LC_ALL=C sort
-	} | sha256sum | cut -c1-12)
-	if [[ ! -f $stamp ]]; then
-		log "checking that terraform init installs the providers offline from the mirror..."
-		unset KRAKEN_TEST_PROVIDER_FIXTURE # only the env file decides whether there is a fixture
-		# shellcheck source=/dev/null
-		. "$ENV_FILE"
-		run_logged "$LOG_DIR/check-terraform-mirror.log" check_terraform_mirror "$KRAKEN_TEST_TERRAFORM"
-		if ((RUN_RC != 0)); then
-			log "FAILED: terraform init from the mirror; output:"
-			sed 's/^/    /' "$LOG_DIR/check-terraform-mirror.log" >&2
-			die "the provider mirror $PLUGIN_DIR does not work offline"
+	# An install with --only leaves it to the next full install.
+	if [[ -z $ONLY ]]; then
+		local stamp
+		stamp=$CACHE/.verified-$({
+			cat "$ENV_FILE" "$TF_RC"
+			find "$PLUGIN_DIR" "$BIN_DIR/terraform-$TERRAFORM_VERSION" -type f -printf '%p %i %s %T@\n' | LC_ALL=C sort
+		} | sha256sum | cut -c1-12)
+		if [[ ! -f $stamp ]]; then
+			log "checking that terraform init installs the providers offline from the mirror..."
+			unset KRAKEN_TEST_PROVIDER_FIXTURE # only the env file decides whether there is a fixture
+			# shellcheck source=/dev/null
+			. "$ENV_FILE"
+			run_logged "$LOG_DIR/check-terraform-mirror.log" check_terraform_mirror "$KRAKEN_TEST_TERRAFORM"
+			if ((RUN_RC != 0)); then
+				log "FAILED: terraform init from the mirror; output:"
+				sed 's/^/    /' "$LOG_DIR/check-terraform-mirror.log" >&2
+				die "the provider mirror $PLUGIN_DIR does not work offline"
+			fi
+			rm -f "$CACHE"/.verified-*
+			touch "$stamp"
 		fi
-		rm -f "$CACHE"/.verified-*
-		touch "$stamp"
 	fi
 
-	log "install complete in $((SECONDS - start))s; env file: $ENV_FILE"
+	log "install${ONLY:+ --only ${ONLY:1:-1}} complete in $((SECONDS - start))s; env file: $ENV_FILE"
 	printf '%s\n' "$ENV_FILE"
 }
 

@@ -13,8 +13,10 @@
 # Everything lives in ~/.cache/kraken-demo (KRAKEN_DEMO_DIR): the control plane's run directory,
 # the plugin cache Providers install into, and the logs of the operator and of moto (the EC2
 # emulator examples/20-ec2.yaml talks to, on 127.0.0.1:5000 or KRAKEN_DEMO_MOTO_PORT). The first
-# run builds the test peers (scripts/testenv.sh install, several minutes) and Kraken (cargo build
-# --release); later runs take seconds.
+# run builds, side by side, the test peers the demo needs (scripts/testenv.sh install --only demo)
+# and Kraken in the quick-to-compile demo profile (cargo build --profile demo, log in
+# ~/.cache/kraken-demo/cargo-build.log); see README.md for how long that takes. Later runs take
+# seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -31,14 +33,54 @@ moto_port=${KRAKEN_DEMO_MOTO_PORT:-5000}
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2 2>/dev/null || true; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
+# Builds the test peers and Kraken at the same time (both are cached: seconds after the first
+# run), printing every 30 s how far Kraken got while it still compiles. Each build runs in a
+# process group of its own (setsid), so that a failure or Ctrl-C stops all of it.
 prepare() {
-  say "test peers (cached after the first run): scripts/testenv.sh install"
-  scripts/testenv.sh install >&2
-  # shellcheck disable=SC1090
+  local cargo_log=$demo_dir/cargo-build.log cargo_pid peers_pid cargo_rc=0 peers_rc=0 start=$SECONDS
+  local next=$((SECONDS + 30)) crates now
+  mkdir -p "$demo_dir"
+  say "building kraken in the background: cargo build --profile demo (log: $cargo_log)"
+  setsid cargo build --profile demo -p kraken-bridge --bin kraken >"$cargo_log" 2>&1 </dev/null &
+  cargo_pid=$!
+  say "test peers the demo needs (cached after the first run): scripts/testenv.sh install --only demo"
+  setsid scripts/testenv.sh install --only demo >&2 </dev/null &
+  peers_pid=$!
+  # shellcheck disable=SC2064 # the pids are known now
+  trap "kill -TERM -- -$cargo_pid -$peers_pid 2>/dev/null; exit 130" INT TERM HUP
+  while [ -n "$cargo_pid$peers_pid" ]; do
+    if [ -n "$peers_pid" ] && ! kill -0 "$peers_pid" 2>/dev/null; then
+      wait "$peers_pid" || peers_rc=$?
+      peers_pid=""
+      if [ "$peers_rc" != 0 ]; then
+        [ -z "$cargo_pid" ] || kill -TERM -- "-$cargo_pid" 2>/dev/null || true
+        die "scripts/testenv.sh install --only demo failed (exit $peers_rc; see its messages above)"
+      fi
+    fi
+    if [ -n "$cargo_pid" ] && ! kill -0 "$cargo_pid" 2>/dev/null; then
+      wait "$cargo_pid" || cargo_rc=$?
+      cargo_pid=""
+      if [ "$cargo_rc" != 0 ]; then
+        [ -z "$peers_pid" ] || kill -TERM -- "-$peers_pid" 2>/dev/null || true
+        tail -n 30 "$cargo_log" >&2
+        die "cargo build failed (exit $cargo_rc; log: $cargo_log)"
+      fi
+    fi
+    if [ -n "$cargo_pid" ] && [ "$SECONDS" -ge "$next" ]; then
+      crates=$(grep -c '^ *Compiling ' "$cargo_log" || true)
+      # The crates rustc is compiling right now (aws_sdk_ec2 alone takes minutes).
+      now=$(pgrep -a -g "$cargo_pid" rustc 2>/dev/null | sed -n 's/.* --crate-name \([^ ]*\).*/\1/p' |
+        sort -u | paste -sd ' ' - || true)
+      say "$((SECONDS - start))s: kraken: crates started: $crates${now:+, compiling: $now}${peers_pid:+; test peers still building}"
+      next=$((SECONDS + 30))
+    fi
+    [ -z "$cargo_pid$peers_pid" ] || sleep 1
+  done
+  trap - INT TERM HUP
+  say "kraken and the test peers are ready ($((SECONDS - start))s)"
+  # shellcheck source=/dev/null
   . "${KRAKEN_TESTENV_DIR:-$HOME/.cache/kraken-testenv}/env"
-  say "building kraken (cargo build --release)"
-  cargo build --release --quiet -p kraken-bridge --bin kraken
-  kraken="${CARGO_TARGET_DIR:-$root/target}/release/kraken"
+  kraken="${CARGO_TARGET_DIR:-$root/target}/demo/kraken"
   kubectl() { "$KRAKEN_TEST_KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
 }
 

@@ -22,7 +22,7 @@ pub enum AddressError {
 
 /// A provider's fully qualified source address, normalised to lower case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Provider {
+pub struct ProviderAddress {
     /// Registry host, possibly with a port (`registry.terraform.io`, `localhost:8443`).
     pub hostname: String,
     pub namespace: String,
@@ -30,7 +30,7 @@ pub struct Provider {
     pub type_name: String,
 }
 
-impl Provider {
+impl ProviderAddress {
     /// Build an address from already-validated parts.
     pub fn new(hostname: &str, namespace: &str, type_name: &str) -> Result<Self, AddressError> {
         Ok(Self {
@@ -51,13 +51,13 @@ impl Provider {
     }
 }
 
-impl fmt::Display for Provider {
+impl fmt::Display for ProviderAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}/{}", self.hostname, self.namespace, self.type_name)
     }
 }
 
-impl FromStr for Provider {
+impl FromStr for ProviderAddress {
     type Err = AddressError;
 
     /// `type` and `namespace/type` default to the public Terraform registry (and a bare type to
@@ -179,7 +179,7 @@ mod tests {
             ("localhost:8443/acme/thing", "localhost:8443/acme/thing"),
         ];
         for (input, want) in cases {
-            let p: Provider = input.parse().unwrap_or_else(|e| panic!("{input}: {e}"));
+            let p: ProviderAddress = input.parse().unwrap_or_else(|e| panic!("{input}: {e}"));
             assert_eq!(p.to_string(), want, "{input}");
         }
     }
@@ -195,7 +195,7 @@ mod tests {
             "ns/a_b",
             "h..x/a/b",
         ] {
-            assert!(bad.parse::<Provider>().is_err(), "{bad:?} parsed");
+            assert!(bad.parse::<ProviderAddress>().is_err(), "{bad:?} parsed");
         }
     }
 

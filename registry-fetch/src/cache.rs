@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::{Error, Result};
 use crate::hash::{PackageHash, dir_hash};
 use crate::version::Version;
@@ -50,7 +50,7 @@ impl PluginCache {
     }
 
     /// Where a package lives: `HOST/NAMESPACE/TYPE/VERSION/OS_ARCH`.
-    pub fn package_dir(&self, p: &Provider, v: &Version, platform: &Platform) -> PathBuf {
+    pub fn package_dir(&self, p: &ProviderAddress, v: &Version, platform: &Platform) -> PathBuf {
         self.root
             .join(&p.hostname)
             .join(&p.namespace)
@@ -63,7 +63,7 @@ impl PluginCache {
         self.root.join(".kraken")
     }
 
-    fn key(p: &Provider, v: &Version, platform: &Platform) -> String {
+    fn key(p: &ProviderAddress, v: &Version, platform: &Platform) -> String {
         format!(
             "{}_{}_{}_{v}_{platform}",
             p.hostname.replace(':', "_"),
@@ -89,7 +89,7 @@ impl PluginCache {
     /// Take the exclusive install lock of one package, waiting for another process to finish.
     pub async fn lock(
         &self,
-        p: &Provider,
+        p: &ProviderAddress,
         v: &Version,
         platform: &Platform,
     ) -> Result<InstallLock> {
@@ -119,7 +119,7 @@ impl PluginCache {
     /// unchanged since it was written, otherwise computed (and memoised).
     pub fn cached_hash(
         &self,
-        p: &Provider,
+        p: &ProviderAddress,
         v: &Version,
         platform: &Platform,
     ) -> Result<Option<PackageHash>> {
@@ -141,7 +141,13 @@ impl PluginCache {
     }
 
     /// Record the hash of a package directory that was just installed or verified.
-    pub fn remember(&self, p: &Provider, v: &Version, platform: &Platform, h1: &PackageHash) {
+    pub fn remember(
+        &self,
+        p: &ProviderAddress,
+        v: &Version,
+        platform: &Platform,
+        h1: &PackageHash,
+    ) {
         let dir = self.package_dir(p, v, platform);
         let memo_path = self.memo_path(p, v, platform);
         let result = fingerprint(&dir).and_then(|files| {
@@ -157,7 +163,7 @@ impl PluginCache {
         }
     }
 
-    fn memo_path(&self, p: &Provider, v: &Version, platform: &Platform) -> PathBuf {
+    fn memo_path(&self, p: &ProviderAddress, v: &Version, platform: &Platform) -> PathBuf {
         self.meta_dir()
             .join("hashes")
             .join(format!("{}.json", Self::key(p, v, platform)))
@@ -168,7 +174,7 @@ impl PluginCache {
     pub fn commit(
         &self,
         staged: &Path,
-        p: &Provider,
+        p: &ProviderAddress,
         v: &Version,
         platform: &Platform,
     ) -> Result<PathBuf> {
@@ -305,7 +311,7 @@ mod tests {
     fn memo_is_used_until_a_file_changes() -> anyhow::Result<()> {
         let root = tempfile::tempdir()?;
         let cache = PluginCache::new(root.path());
-        let p: Provider = "hashicorp/random".parse()?;
+        let p: ProviderAddress = "hashicorp/random".parse()?;
         let v: Version = "3.6.0".parse()?;
         let plat: Platform = "linux_amd64".parse()?;
         assert!(cache.cached_hash(&p, &v, &plat)?.is_none());

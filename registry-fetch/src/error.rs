@@ -2,7 +2,7 @@
 //! that callers (the CLI, the `Provider` controller) match on; `is_transient()` separates what is
 //! worth retrying later from what needs a change of input.
 
-use crate::address::{AddressError, Platform, Provider};
+use crate::address::{AddressError, Platform, ProviderAddress};
 use crate::lockfile::LockFileError;
 use crate::version::{Version, VersionError};
 
@@ -12,18 +12,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     #[error("provider {provider} is not known to {source_name}")]
     UnknownProvider {
-        provider: Provider,
+        provider: ProviderAddress,
         source_name: String,
     },
     #[error("no version of {provider} matches {constraints:?} (available: {available})")]
     NoMatchingVersion {
-        provider: Provider,
+        provider: ProviderAddress,
         constraints: String,
         available: String,
     },
     #[error("{provider} {version} is not available for {platform}")]
     PlatformNotSupported {
-        provider: Provider,
+        provider: ProviderAddress,
         version: Version,
         platform: Platform,
     },
@@ -32,7 +32,7 @@ pub enum Error {
         suggestion.as_ref().map(|v| format!("; the newest compatible version is {v}")).unwrap_or_default()
     )]
     ProtocolNotSupported {
-        provider: Provider,
+        provider: ProviderAddress,
         version: Version,
         protocols: String,
         suggestion: Option<Version>,
@@ -55,21 +55,21 @@ pub enum Error {
         "the registry publishes no signing keys for {provider} {version}; refusing an unsigned package"
     )]
     Unsigned {
-        provider: Provider,
+        provider: ProviderAddress,
         version: Version,
     },
     #[error(
         "{provider} {version} does not match any hash in the lock file (locked: {locked}; package: {actual})"
     )]
     LockMismatch {
-        provider: Provider,
+        provider: ProviderAddress,
         version: Version,
         locked: String,
         actual: String,
     },
     #[error("the lock file selects {provider} {locked}, which does not match {constraints:?}")]
     LockedVersionNotAllowed {
-        provider: Provider,
+        provider: ProviderAddress,
         locked: Version,
         constraints: String,
     },

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::cache::PluginCache;
 use crate::error::{Error, Result};
 use crate::hash::{PackageHash, dir_hash, hex, parse_sha256_hex, sha256_file};
@@ -27,7 +27,7 @@ use crate::version::{Version, VersionConstraints};
 /// What to install.
 #[derive(Debug, Clone)]
 pub struct InstallRequest {
-    pub provider: Provider,
+    pub provider: ProviderAddress,
     pub constraints: VersionConstraints,
     /// The lock file's entry for this provider, if any: it pins the version and the hashes.
     pub locked: Option<ProviderLock>,
@@ -38,7 +38,7 @@ pub struct InstallRequest {
 /// An installed package.
 #[derive(Debug, Clone)]
 pub struct Installed {
-    pub provider: Provider,
+    pub provider: ProviderAddress,
     pub version: Version,
     pub platform: Platform,
     /// The package directory in the cache.
@@ -404,7 +404,11 @@ fn locked_hashes(req: &InstallRequest, version: &Version) -> BTreeSet<PackageHas
 
 /// `zh:` hashes of every platform's zip of this release, from a signed SHA256SUMS — what
 /// Terraform records so the lock file also works on other platforms.
-fn signed_zip_hashes(shasums: &[u8], provider: &Provider, version: &Version) -> Vec<PackageHash> {
+fn signed_zip_hashes(
+    shasums: &[u8],
+    provider: &ProviderAddress,
+    version: &Version,
+) -> Vec<PackageHash> {
     let prefix = format!("terraform-provider-{}_{version}_", provider.type_name);
     verify::sums_entries(shasums)
         .filter(|(_, name)| name.starts_with(&prefix) && name.ends_with(".zip"))
@@ -413,7 +417,7 @@ fn signed_zip_hashes(shasums: &[u8], provider: &Provider, version: &Version) -> 
         .collect()
 }
 
-fn find_executable(dir: &Path, provider: &Provider) -> Option<PathBuf> {
+fn find_executable(dir: &Path, provider: &ProviderAddress) -> Option<PathBuf> {
     let prefix = provider.binary_prefix();
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?

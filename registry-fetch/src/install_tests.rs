@@ -19,7 +19,7 @@ fn zip_file(dir: &Path, name: &str, body: &[u8]) -> anyhow::Result<PathBuf> {
 
 struct Setup {
     mock: Arc<MockSource>,
-    provider: Provider,
+    provider: ProviderAddress,
     _files: tempfile::TempDir,
     cache: tempfile::TempDir,
 }
@@ -27,7 +27,7 @@ struct Setup {
 fn setup(versions: &[(&str, &[&str])]) -> anyhow::Result<Setup> {
     let files = tempfile::tempdir()?;
     let mock = Arc::new(MockSource::new());
-    let provider: Provider = "acme/thing".parse()?;
+    let provider: ProviderAddress = "acme/thing".parse()?;
     for (v, protocols) in versions {
         let zip = zip_file(
             files.path(),
@@ -128,7 +128,7 @@ async fn memoize_asks_once() -> anyhow::Result<()> {
             .await?;
     }
     assert_eq!(s.mock.queries(), 2);
-    let unknown: Provider = "acme/other".parse()?;
+    let unknown: ProviderAddress = "acme/other".parse()?;
     assert!(matches!(
         memo.available_versions(&unknown).await,
         Err(Error::UnknownProvider { .. })

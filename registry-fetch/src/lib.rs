@@ -27,7 +27,7 @@ pub mod unzip;
 pub mod verify;
 pub mod version;
 
-pub use address::{AddressError, Platform, Provider};
+pub use address::{AddressError, Platform, ProviderAddress};
 pub use cache::PluginCache;
 pub use error::{Error, Result};
 pub use hash::{HashScheme, PackageHash};

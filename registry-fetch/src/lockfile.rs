@@ -8,7 +8,7 @@ use std::path::Path;
 
 use hcl::Expression;
 
-use crate::address::Provider;
+use crate::address::ProviderAddress;
 use crate::hash::PackageHash;
 use crate::version::{Version, VersionConstraints};
 
@@ -45,7 +45,7 @@ pub struct ProviderLock {
 /// All provider entries of one lock file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockFile {
-    providers: BTreeMap<Provider, ProviderLock>,
+    providers: BTreeMap<ProviderAddress, ProviderLock>,
 }
 
 const HEADER: &str = "# This file is maintained automatically by \"terraform init\".\n\
@@ -86,15 +86,15 @@ impl LockFile {
         Ok(())
     }
 
-    pub fn get(&self, provider: &Provider) -> Option<&ProviderLock> {
+    pub fn get(&self, provider: &ProviderAddress) -> Option<&ProviderLock> {
         self.providers.get(provider)
     }
 
-    pub fn set(&mut self, provider: Provider, lock: ProviderLock) {
+    pub fn set(&mut self, provider: ProviderAddress, lock: ProviderLock) {
         self.providers.insert(provider, lock);
     }
 
-    pub fn providers(&self) -> impl Iterator<Item = (&Provider, &ProviderLock)> {
+    pub fn providers(&self) -> impl Iterator<Item = (&ProviderAddress, &ProviderLock)> {
         self.providers.iter()
     }
 
@@ -144,7 +144,7 @@ impl std::str::FromStr for LockFile {
                 )));
             }
             let raw = block.labels()[0].as_str();
-            let provider: Provider = raw
+            let provider: ProviderAddress = raw
                 .parse()
                 .map_err(|e| invalid(format!("provider {raw:?}: {e}")))?;
             if provider.to_string() != raw {
@@ -162,7 +162,10 @@ impl std::str::FromStr for LockFile {
     }
 }
 
-fn decode_provider(provider: &Provider, body: &hcl::Body) -> Result<ProviderLock, LockFileError> {
+fn decode_provider(
+    provider: &ProviderAddress,
+    body: &hcl::Body,
+) -> Result<ProviderLock, LockFileError> {
     let mut version = None;
     let mut constraints = None;
     let mut hashes = BTreeSet::new();
@@ -266,7 +269,7 @@ provider "registry.terraform.io/hashicorp/random" {
     fn round_trips_terraform_output_byte_for_byte() -> anyhow::Result<()> {
         let lock: LockFile = TERRAFORM_LOCK.parse()?;
         assert_eq!(lock.providers().count(), 2);
-        let random: Provider = "hashicorp/random".parse()?;
+        let random: ProviderAddress = "hashicorp/random".parse()?;
         let entry = lock.get(&random).expect("random entry");
         assert_eq!(entry.version.to_string(), "3.6.0");
         assert_eq!(entry.constraints.as_deref(), Some("~> 3.6"));
@@ -280,7 +283,7 @@ provider "registry.terraform.io/hashicorp/random" {
         let text = "// hand edited\nprovider \"registry.terraform.io/hashicorp/time\" {\n\
                     /* pinned */ version = \"0.13.1\"\n hashes = [\"h1:x=\", \"h1:x=\"]\n}\n";
         let lock: LockFile = text.parse()?;
-        let time: Provider = "hashicorp/time".parse()?;
+        let time: ProviderAddress = "hashicorp/time".parse()?;
         assert_eq!(lock.get(&time).map(|l| l.hashes.len()), Some(1));
         Ok(())
     }

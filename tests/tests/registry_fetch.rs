@@ -169,7 +169,8 @@ async fn filesystem_mirror_packed_and_unpacked_give_the_same_package() -> anyhow
 async fn opentofu_registry_address_and_unsigned_packages() -> anyhow::Result<()> {
     // OpenTofu's registry uses the same protocol; some providers there have no signing keys.
     let f = fixture("random").await?;
-    let tofu: kraken_registry_fetch::Provider = "registry.opentofu.org/hashicorp/random".parse()?;
+    let tofu: kraken_registry_fetch::ProviderAddress =
+        "registry.opentofu.org/hashicorp/random".parse()?;
     let (host, ns, ty) = (&tofu.hostname, &tofu.namespace, &tofu.type_name);
     let download = f.server.get(&f.published.download_path).expect("published");
     let mut meta: serde_json::Value = serde_json::from_slice(&download.body)?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use kraken_registry_fetch::{
     FilesystemMirrorSource, HttpClient, HttpConfig, InstallRequest, Installed, Installer, LockFile,
-    NetworkMirrorSource, PluginCache, Provider, RegistrySource, Source, TerminalProgress,
+    NetworkMirrorSource, PluginCache, ProviderAddress, RegistrySource, Source, TerminalProgress,
     VersionConstraints,
 };
 
@@ -76,7 +76,7 @@ pub struct FetchArgs {
 }
 
 pub(super) async fn run(args: FetchArgs) -> anyhow::Result<()> {
-    let provider: Provider = args.address.parse()?;
+    let provider: ProviderAddress = args.address.parse()?;
     let constraints: VersionConstraints = args.constraint.parse()?;
     let http = HttpClient::new(HttpConfig {
         extra_ca_files: args.ca_cert.clone(),
@@ -125,7 +125,7 @@ pub(super) async fn run(args: FetchArgs) -> anyhow::Result<()> {
 
 fn build_source(
     args: &FetchArgs,
-    provider: &Provider,
+    provider: &ProviderAddress,
     http: HttpClient,
 ) -> anyhow::Result<Arc<dyn Source>> {
     if let Some(mirror) = &args.mirror {

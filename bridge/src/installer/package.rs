@@ -10,7 +10,7 @@ pub(super) async fn fetch_package(
     status: &ProviderStatus,
 ) -> Result<fetch::Installed, Failure> {
     let bad = |m: String| Failure::new(reason::FETCH_FAILED, m, false);
-    let provider: fetch::Provider = p
+    let provider: fetch::ProviderAddress = p
         .spec
         .source
         .parse()
@@ -77,7 +77,7 @@ pub(super) fn source(
 /// The lock entry status records, if it is for this provider.
 pub(super) fn locked(
     status: &ProviderStatus,
-    provider: &fetch::Provider,
+    provider: &fetch::ProviderAddress,
 ) -> Option<fetch::ProviderLock> {
     if status.address.as_deref() != Some(provider.to_string().as_str()) {
         return None;

@@ -72,7 +72,8 @@ fn install_failures_map_to_reasons_a_user_can_act_on() {
 
 #[test]
 fn the_installed_version_is_kept_like_a_lock_file_entry() {
-    let provider: fetch::Provider = "hashicorp/random".parse().unwrap_or_else(|e| panic!("{e}"));
+    let provider: fetch::ProviderAddress =
+        "hashicorp/random".parse().unwrap_or_else(|e| panic!("{e}"));
     let mut status = ProviderStatus {
         address: Some("registry.terraform.io/hashicorp/random".into()),
         version: Some("3.6.0".into()),

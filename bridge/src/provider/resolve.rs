@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kraken_registry_fetch::{Platform, Provider, Version, VersionConstraints};
+use kraken_registry_fetch::{Platform, ProviderAddress, Version, VersionConstraints};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
@@ -56,7 +56,7 @@ impl Resolver {
         source: &str,
         constraint: Option<&str>,
     ) -> Result<Resolved, ResolveError> {
-        let provider: Provider = source.parse().map_err(|e| ResolveError::Source {
+        let provider: ProviderAddress = source.parse().map_err(|e| ResolveError::Source {
             address: source.to_owned(),
             message: format!("{e}"),
         })?;
@@ -100,7 +100,7 @@ impl Resolver {
     }
 
     /// Every (version, executable) under `<base>/<version>/<platform>/`.
-    fn candidates(&self, base: &Path, provider: &Provider) -> Vec<(Version, PathBuf)> {
+    fn candidates(&self, base: &Path, provider: &ProviderAddress) -> Vec<(Version, PathBuf)> {
         let Ok(entries) = std::fs::read_dir(base) else {
             return Vec::new();
         };

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{
     Authentication, AvailableVersions, PackageLocation, PackageMeta, Source, package_filename,
 };
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::{Error, Result};
 use crate::version::Version;
 
@@ -23,7 +23,7 @@ impl FilesystemMirrorSource {
         Self { root: root.into() }
     }
 
-    fn provider_dir(&self, p: &Provider) -> PathBuf {
+    fn provider_dir(&self, p: &ProviderAddress) -> PathBuf {
         self.root
             .join(&p.hostname)
             .join(&p.namespace)
@@ -32,7 +32,7 @@ impl FilesystemMirrorSource {
 
     /// Every package of a provider: (version, platform) → location. Unpacked directories win
     /// over zips of the same package (no unzip needed).
-    fn scan(&self, p: &Provider) -> Result<BTreeMap<(Version, Platform), PackageLocation>> {
+    fn scan(&self, p: &ProviderAddress) -> Result<BTreeMap<(Version, Platform), PackageLocation>> {
         let dir = self.provider_dir(p);
         let mut found = BTreeMap::new();
         let prefix = format!("terraform-provider-{}_", p.type_name);
@@ -92,7 +92,7 @@ fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>> {
 
 #[async_trait::async_trait]
 impl Source for FilesystemMirrorSource {
-    async fn available_versions(&self, provider: &Provider) -> Result<AvailableVersions> {
+    async fn available_versions(&self, provider: &ProviderAddress) -> Result<AvailableVersions> {
         let found = self.scan(provider)?;
         if found.is_empty() {
             return Err(Error::UnknownProvider {
@@ -109,7 +109,7 @@ impl Source for FilesystemMirrorSource {
 
     async fn package_meta(
         &self,
-        provider: &Provider,
+        provider: &ProviderAddress,
         version: &Version,
         platform: &Platform,
     ) -> Result<PackageMeta> {

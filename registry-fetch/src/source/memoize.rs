@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{AvailableVersions, PackageMeta, Source};
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::Result;
 use crate::version::Version;
 
@@ -14,8 +14,8 @@ use crate::version::Version;
 #[derive(Debug)]
 pub struct MemoizeSource {
     inner: Arc<dyn Source>,
-    versions: Mutex<HashMap<Provider, AvailableVersions>>,
-    metas: Mutex<HashMap<(Provider, Version, Platform), PackageMeta>>,
+    versions: Mutex<HashMap<ProviderAddress, AvailableVersions>>,
+    metas: Mutex<HashMap<(ProviderAddress, Version, Platform), PackageMeta>>,
 }
 
 impl MemoizeSource {
@@ -30,7 +30,7 @@ impl MemoizeSource {
 
 #[async_trait::async_trait]
 impl Source for MemoizeSource {
-    async fn available_versions(&self, provider: &Provider) -> Result<AvailableVersions> {
+    async fn available_versions(&self, provider: &ProviderAddress) -> Result<AvailableVersions> {
         if let Some(hit) = self
             .versions
             .lock()
@@ -48,7 +48,7 @@ impl Source for MemoizeSource {
 
     async fn package_meta(
         &self,
-        provider: &Provider,
+        provider: &ProviderAddress,
         version: &Version,
         platform: &Platform,
     ) -> Result<PackageMeta> {

@@ -9,7 +9,7 @@ use reqwest::Url;
 use serde::Deserialize;
 
 use super::{Authentication, AvailableVersions, PackageLocation, PackageMeta, Source};
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::{Error, Result};
 use crate::hash::PackageHash;
 use crate::http::HttpClient;
@@ -53,7 +53,7 @@ impl NetworkMirrorSource {
         Ok(Self { http, base })
     }
 
-    fn url(&self, provider: &Provider, file: &str) -> Result<Url> {
+    fn url(&self, provider: &ProviderAddress, file: &str) -> Result<Url> {
         let rel = format!(
             "{}/{}/{}/{file}",
             provider.hostname, provider.namespace, provider.type_name
@@ -66,7 +66,7 @@ impl NetworkMirrorSource {
 
 #[async_trait::async_trait]
 impl Source for NetworkMirrorSource {
-    async fn available_versions(&self, provider: &Provider) -> Result<AvailableVersions> {
+    async fn available_versions(&self, provider: &ProviderAddress) -> Result<AvailableVersions> {
         let url = self.url(provider, "index.json")?;
         let body: IndexBody = match self.http.get_json(&url).await {
             Ok((b, _)) => b,
@@ -92,7 +92,7 @@ impl Source for NetworkMirrorSource {
 
     async fn package_meta(
         &self,
-        provider: &Provider,
+        provider: &ProviderAddress,
         version: &Version,
         platform: &Platform,
     ) -> Result<PackageMeta> {

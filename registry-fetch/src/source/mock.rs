@@ -6,13 +6,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{AvailableVersions, PackageMeta, Source};
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::{Error, Result};
 use crate::version::Version;
 
 #[derive(Debug, Default)]
 pub struct MockSource {
-    packages: Mutex<HashMap<Provider, Vec<PackageMeta>>>,
+    packages: Mutex<HashMap<ProviderAddress, Vec<PackageMeta>>>,
     queries: AtomicUsize,
 }
 
@@ -35,7 +35,7 @@ impl MockSource {
         self.queries.load(Ordering::SeqCst)
     }
 
-    fn list(&self, provider: &Provider) -> Option<Vec<PackageMeta>> {
+    fn list(&self, provider: &ProviderAddress) -> Option<Vec<PackageMeta>> {
         self.queries.fetch_add(1, Ordering::SeqCst);
         self.packages.lock().ok()?.get(provider).cloned()
     }
@@ -43,7 +43,7 @@ impl MockSource {
 
 #[async_trait::async_trait]
 impl Source for MockSource {
-    async fn available_versions(&self, provider: &Provider) -> Result<AvailableVersions> {
+    async fn available_versions(&self, provider: &ProviderAddress) -> Result<AvailableVersions> {
         let list = self.list(provider).ok_or_else(|| Error::UnknownProvider {
             provider: provider.clone(),
             source_name: self.describe(),
@@ -57,7 +57,7 @@ impl Source for MockSource {
 
     async fn package_meta(
         &self,
-        provider: &Provider,
+        provider: &ProviderAddress,
         version: &Version,
         platform: &Platform,
     ) -> Result<PackageMeta> {

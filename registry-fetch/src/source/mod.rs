@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use reqwest::Url;
 
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::Result;
 use crate::hash::PackageHash;
 use crate::verify::SigningKey;
@@ -33,12 +33,12 @@ pub const SUPPORTED_PROTOCOL_MAJORS: [u64; 2] = [5, 6];
 #[async_trait::async_trait]
 pub trait Source: Send + Sync + std::fmt::Debug {
     /// Every version the source offers, with the plugin protocols each speaks when known.
-    async fn available_versions(&self, provider: &Provider) -> Result<AvailableVersions>;
+    async fn available_versions(&self, provider: &ProviderAddress) -> Result<AvailableVersions>;
 
     /// Where to get one package and how to authenticate it.
     async fn package_meta(
         &self,
-        provider: &Provider,
+        provider: &ProviderAddress,
         version: &Version,
         platform: &Platform,
     ) -> Result<PackageMeta>;
@@ -59,7 +59,7 @@ pub struct AvailableVersions {
 /// One downloadable (or local) package.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackageMeta {
-    pub provider: Provider,
+    pub provider: ProviderAddress,
     pub version: Version,
     pub platform: Platform,
     /// The distribution file name (`terraform-provider-random_3.6.0_linux_amd64.zip`).
@@ -122,7 +122,11 @@ pub fn protocols_supported(protocols: &[String]) -> bool {
 }
 
 /// Packages of a provider in a directory use this file name (Terraform's convention).
-pub fn package_filename(provider: &Provider, version: &Version, platform: &Platform) -> String {
+pub fn package_filename(
+    provider: &ProviderAddress,
+    version: &Version,
+    platform: &Platform,
+) -> String {
     format!(
         "terraform-provider-{}_{version}_{platform}.zip",
         provider.type_name

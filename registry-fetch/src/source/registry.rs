@@ -13,7 +13,7 @@ use super::{
     Authentication, AvailableVersions, PackageLocation, PackageMeta, RegistryEvidence, Source,
     protocols_supported,
 };
-use crate::address::{Platform, Provider};
+use crate::address::{Platform, ProviderAddress};
 use crate::error::{Error, Result};
 use crate::hash::parse_sha256_hex;
 use crate::http::HttpClient;
@@ -123,7 +123,7 @@ impl RegistrySource {
     }
 
     /// The newest version whose protocols Kraken speaks, to suggest in an error.
-    async fn closest_compatible(&self, provider: &Provider) -> Option<Version> {
+    async fn closest_compatible(&self, provider: &ProviderAddress) -> Option<Version> {
         let all = self.available_versions(provider).await.ok()?;
         all.versions
             .iter()
@@ -156,7 +156,7 @@ impl RegistrySource {
 
 #[async_trait::async_trait]
 impl Source for RegistrySource {
-    async fn available_versions(&self, provider: &Provider) -> Result<AvailableVersions> {
+    async fn available_versions(&self, provider: &ProviderAddress) -> Result<AvailableVersions> {
         let base = self.base_url(&provider.hostname).await?;
         let url = join(
             &base,
@@ -191,7 +191,7 @@ impl Source for RegistrySource {
 
     async fn package_meta(
         &self,
-        provider: &Provider,
+        provider: &ProviderAddress,
         version: &Version,
         platform: &Platform,
     ) -> Result<PackageMeta> {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use kraken_registry_fetch::{
-    HttpClient, HttpConfig, InstallRequest, Installer, PluginCache, Provider, RegistrySource,
-    Source,
+    HttpClient, HttpConfig, InstallRequest, Installer, PluginCache, ProviderAddress,
+    RegistrySource, Source,
 };
 use kraken_tests::registry_server::{
     Publish, Published, RegistryServer, SigningIdentity, package_zip, single_file_h1,
@@ -20,7 +20,7 @@ use kraken_tests::{ProviderBin, TestEnv};
 pub struct Fixture {
     pub server: RegistryServer,
     pub signer: SigningIdentity,
-    pub provider: Provider,
+    pub provider: ProviderAddress,
     pub bin: ProviderBin,
     pub published: Published,
     pub h1: String,

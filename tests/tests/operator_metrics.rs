@@ -19,7 +19,7 @@ const RPC_COUNT: &str = "kraken_provider_rpc_duration_seconds_count";
 
 #[test]
 fn provider_rpc_latency_is_recorded() -> anyhow::Result<()> {
-    let mut bed = FixtureBed::start("rpc-metrics", OperatorOptions::default())?;
+    let bed = FixtureBed::start("rpc-metrics", OperatorOptions::default())?;
     let result = (|| {
         let spec = json!({"forProvider": {"name": "web", "size": 3}, "driftInterval": "1s"});
         bed.apply_object("web", spec)?;

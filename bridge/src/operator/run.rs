@@ -65,10 +65,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     .await?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
 
-    let pool = Arc::new(ProviderPool::new(PoolOptions {
-        max_concurrency_per_process: opts.provider_max_concurrency,
-        idle_timeout: opts.provider_idle_timeout,
-    }));
+    let pool = Arc::new(
+        ProviderPool::new(PoolOptions {
+            max_concurrency_per_process: opts.provider_max_concurrency,
+            idle_timeout: opts.provider_idle_timeout,
+        })
+        .with_rpc_observer(metrics.clone()),
+    );
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
     let wiring = wire(&opts, &client, &metrics, &pool);

@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, Semaphore};
 use tracing::{info, warn};
 
-use super::launch::{LaunchError, LaunchOptions, PluginClient, launch};
+use super::client::PluginClient;
+use super::launch::{LaunchError, LaunchOptions, launch};
 use super::schema::ProviderSchema;
 use super::{
     ApplyRequest, ApplyResponse, Diagnostic, DiagnosticsExt as _, ImportResponse, PlanRequest,

@@ -11,13 +11,20 @@
 //! process, or a message we could not decode. A crashed provider therefore never produces an
 //! `Ok`, so a lost apply is never mistaken for a successful one.
 
+mod channel;
+mod client;
 mod convert;
+mod grpc;
+mod handshake;
 pub mod host;
 pub mod launch;
 pub mod lifecycle;
+pub mod observe;
 pub mod pool;
 pub mod proposed;
 pub mod resolve;
+mod rpc;
+mod stdio;
 mod tls;
 pub mod v5;
 pub mod v6;
@@ -26,9 +33,11 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+pub use client::PluginClient;
 pub use host::ProviderHost;
 pub use kraken_codegen::schema;
-pub use launch::{LaunchError, LaunchOptions, PluginClient, launch};
+pub use launch::{LaunchError, LaunchOptions, launch};
+pub use observe::RpcObserver;
 pub use schema::ProviderSchema;
 
 use crate::value::{AttrPath, Value};

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::host::HostError;
+use super::observe::{Observer, RpcObserver};
 use super::{
     DiagnosticsExt as _, LaunchOptions, Plugin as _, ProviderError, ProviderHost, ProviderSchema,
     REPORTED_TERRAFORM_VERSION,
@@ -139,6 +140,7 @@ pub struct ProviderPool {
     options: PoolOptions,
     state: Mutex<State>,
     launches: AtomicU64,
+    rpc_observer: Observer,
 }
 
 impl ProviderPool {
@@ -147,7 +149,15 @@ impl ProviderPool {
             options,
             state: Mutex::new(State::default()),
             launches: AtomicU64::new(0),
+            rpc_observer: None,
         }
+    }
+
+    /// Report every RPC of every process this pool launches to `observer` (unless the
+    /// caller's [`LaunchOptions`] bring their own).
+    pub fn with_rpc_observer(mut self, observer: Arc<dyn RpcObserver>) -> Self {
+        self.rpc_observer = Some(observer);
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -228,12 +238,15 @@ impl ProviderPool {
     async fn launch<F>(
         &self,
         key: &PoolKey,
-        launch: LaunchOptions,
+        mut launch: LaunchOptions,
         build: &F,
     ) -> Result<Arc<ProviderHost>, PoolError>
     where
         F: Fn(&ProviderSchema) -> Result<Value, String>,
     {
+        if launch.rpc_observer.is_none() {
+            launch.rpc_observer = self.rpc_observer.clone();
+        }
         let concurrency = launch
             .max_concurrency
             .unwrap_or(self.options.max_concurrency_per_process);

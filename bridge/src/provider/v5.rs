@@ -1,6 +1,6 @@
 //! The tfplugin5 adapter (protocol 5: providers on terraform-plugin-sdk/v2 and most of the
 //! registry today). Protocol 5 has no nested attributes; everything else is shared with v6 in
-//! [`super::convert`].
+//! [`super::grpc`] and [`super::convert`].
 
 use crate::provider::schema::NestedObject;
 
@@ -8,7 +8,7 @@ fn no_nested_type(_: &kraken_proto::tfplugin5::schema::Attribute) -> Result<Opti
     Ok(None)
 }
 
-super::convert::provider_adapter! {
+super::grpc::provider_adapter! {
     proto = tfplugin5,
     adapter = V5Provider,
     version = 5,

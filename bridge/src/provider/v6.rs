@@ -1,6 +1,7 @@
 //! The tfplugin6 adapter (protocol 6: providers on terraform-plugin-framework). Beyond the
-//! shared translation in [`super::convert`], protocol 6 adds nested attributes: attributes whose
-//! type is an object schema of its own, repeated single/list/set/map.
+//! shared translation in [`super::grpc`] and [`super::convert`], protocol 6 adds nested
+//! attributes: attributes whose type is an object schema of its own, repeated
+//! single/list/set/map.
 
 use crate::provider::schema::{NestedObject, ObjectNesting};
 
@@ -35,7 +36,7 @@ fn nested_type(a: &kraken_proto::tfplugin6::schema::Attribute) -> Result<Option<
     }))
 }
 
-super::convert::provider_adapter! {
+super::grpc::provider_adapter! {
     proto = tfplugin6,
     adapter = V6Provider,
     version = 6,

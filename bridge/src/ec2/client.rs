@@ -1,12 +1,13 @@
 //! The EC2 calls the controller makes, behind a narrow trait ([`Ec2`]) in domain types, and
-//! its real implementation on aws-sdk-ec2 ([`SdkEc2`]). SDK types never leave this module.
+//! its real implementation on aws-sdk-ec2 ([`SdkEc2`]), made per AwsConfig target by an
+//! [`Ec2Factory`] ([`Clients`] caches the SDK clients). SDK types never leave this module.
 //!
 //! Errors keep what a user needs to act: the EC2 error code and message for a refused request
 //! (`InvalidAMIID.NotFound: The image id '[ami-…]' does not exist`), or the kind of failure
 //! when no answer came (endpoint unreachable, no credentials, timeout).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -178,6 +179,13 @@ impl std::fmt::Debug for Target {
 /// The region used when neither the AwsConfig nor the environment names one.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
+/// Where the controller gets an [`Ec2`] for a [`Target`]: the seam that lets unit tests put a
+/// stateful fake in place of aws-sdk-ec2.
+#[async_trait]
+pub trait Ec2Factory: Send + Sync {
+    async fn client(&self, target: &Target) -> Arc<dyn Ec2>;
+}
+
 /// Makes and keeps one SDK client per [`Target`] (connections and credentials are reused).
 #[derive(Default)]
 pub struct Clients {
@@ -206,6 +214,13 @@ impl Clients {
         }
         clients.push((target.clone(), client.clone()));
         SdkEc2 { client }
+    }
+}
+
+#[async_trait]
+impl Ec2Factory for Clients {
+    async fn client(&self, target: &Target) -> Arc<dyn Ec2> {
+        Arc::new(self.get(target).await)
     }
 }
 

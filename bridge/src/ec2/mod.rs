@@ -5,13 +5,17 @@
 //! The Rust types the CRDs are derived from live with the other API types in
 //! [`crate::core_kinds::ec2`] (rendered with the core kinds into `generated-crds/core/`).
 //!
-//! - [`client`]: the narrow [`client::Ec2`] trait the controller calls, and its aws-sdk-ec2
-//!   implementation.
+//! - [`client`]: the narrow [`client::Ec2`] trait the controller calls, its aws-sdk-ec2
+//!   implementation, and the [`client::Ec2Factory`] seam the controller gets clients from.
 //! - [`plan`]: what a pass must do, decided purely from what EC2 shows.
-//! - [`controller`]: the reconciler, wired into the dependency hub like every generated kind.
+//! - [`controller`]: the reconciler, wired into the dependency hub like every generated kind,
+//!   one file per step (dispatch, inputs, observe, act, status, cleanup).
+//! - `fake` (unit tests only): a stateful in-memory EC2 behind the same traits.
 
 pub mod client;
 pub mod controller;
+#[cfg(test)]
+pub mod fake;
 pub mod plan;
 
 pub use crate::core_kinds::ec2::{AwsConfig, EC2Instance};

@@ -12,6 +12,8 @@
 //! `Ok`, so a lost apply is never mistaken for a successful one.
 
 mod convert;
+#[cfg(test)]
+pub mod fake;
 pub mod host;
 pub mod launch;
 pub mod lifecycle;

@@ -34,7 +34,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 pub use crate::core_kinds::KindInfo;
 use crate::kit::Kit;
-use crate::source::Source;
+use crate::source::ProviderSource;
 
 pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 /// The create fence: written before the provider is asked to create.
@@ -44,8 +44,8 @@ pub use crate::kit::FIELD_MANAGER;
 /// Everything the managed-resource reconciles share.
 pub struct Context {
     pub kit: Arc<Kit>,
-    /// Where configured providers come from.
-    pub source: Arc<Source>,
+    /// Where configured providers come from: the real `source::Source`, or a fake in tests.
+    pub source: Arc<dyn ProviderSource>,
     /// The dependency hub's index: which DependencyRequests read which objects.
     pub hub_index: Arc<crate::hub::Index>,
 }

@@ -20,8 +20,8 @@ use crate::kit::conditions::{READY, SYNCED, Set, reason};
 use crate::kit::errors::chain as anyhow_chain;
 use crate::kit::time::{jitter, parse_duration};
 use crate::provider::lifecycle::{self, Action as PlanAction, Applied, LifecycleError, Plan};
-use crate::provider::{Diagnostic, DiagnosticsExt as _, Plugin as _, Severity, UpgradeRequest};
-use crate::source::{self, Configured};
+use crate::provider::{Diagnostic, DiagnosticsExt as _, Severity, UpgradeRequest};
+use crate::source::Configured;
 use crate::value::fields::FieldMap;
 use crate::value::json::{decode_json_bytes, encode_json_bytes};
 use crate::value::kube::to_kube_json;
@@ -230,7 +230,7 @@ struct Target<'p> {
 }
 
 impl Target<'_> {
-    fn host(&self) -> &crate::provider::ProviderHost {
+    fn host(&self) -> &dyn crate::provider::Plugin {
         self.p.host.as_ref()
     }
 
@@ -322,7 +322,10 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     }
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = source::provider(&ctx.source, &kind, &run.namespace, spec.provider_config()).await?;
+    let p = ctx
+        .source
+        .provider(&kind, &run.namespace, spec.provider_config())
+        .await?;
     let resource = p.resource(&kind.type_name)?;
     let t = Target {
         p: &p,
@@ -341,15 +344,16 @@ async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     else {
         return Ok(Action::await_change());
     };
-    let config = source::resource_config(
-        &ctx.source,
-        &p,
-        &kind.type_name,
-        &run.namespace,
-        &for_provider,
-        !spec.values_from.is_empty(),
-    )
-    .await?;
+    let config = ctx
+        .source
+        .resource_config(
+            &p,
+            &kind.type_name,
+            &run.namespace,
+            &for_provider,
+            !spec.values_from.is_empty(),
+        )
+        .await?;
     let Observed {
         state,
         private,
@@ -729,7 +733,10 @@ async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
 async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = source::provider(&ctx.source, &kind, &run.namespace, spec.provider_config()).await?;
+    let p = ctx
+        .source
+        .provider(&kind, &run.namespace, spec.provider_config())
+        .await?;
     let resource = p.resource(&kind.type_name)?;
     let t = Target {
         p: &p,
@@ -753,16 +760,17 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
         };
         // The configuration is only needed for the name to recover by; without it, recovery
         // falls back to importId.
-        let config = source::resource_config(
-            &ctx.source,
-            &p,
-            &kind.type_name,
-            &run.namespace,
-            &spec.for_provider,
-            false,
-        )
-        .await
-        .unwrap_or(Value::Null);
+        let config = ctx
+            .source
+            .resource_config(
+                &p,
+                &kind.type_name,
+                &run.namespace,
+                &spec.for_provider,
+                false,
+            )
+            .await
+            .unwrap_or(Value::Null);
         match recover(&t, spec, &config, &attempt).await? {
             Some(found) => (state, private) = (found.new_state, found.private),
             None => return Ok(()),

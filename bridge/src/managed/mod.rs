@@ -1,9 +1,10 @@
 //! The managed-resource controller: one generic reconciler, run once per generated
 //! kind, drives every resource through the provider that serves it.
 //!
-//! Shape of a pass (see [`reconcile`]): dereference the ProviderConfig and Secrets
-//! ([`deref`]) → build the configuration value ([`fields`]) → restore state ([`state`]) →
-//! import / read → plan → apply → persist state → status, Events. Errors are reported on the
+//! Shape of a pass (see [`reconcile`]): dereference the ProviderConfig and Secrets (the
+//! [`ProviderSource`]) → build the configuration value → restore state ([`state`]) →
+//! import / read ([`observe`]) → plan → what [`decide`] chooses ([`apply`], or [`cleanup`] for
+//! a deleted object) → persist state → status, Events ([`report`] for failures). Errors are reported on the
 //! object as a `Synced` condition and an Event ([`error`]), then retried with jittered backoff
 //! when they may clear on their own, or left until the object changes when only the user can
 //! fix them.
@@ -14,10 +15,17 @@
 //! writes do not retrigger a reconcile: only changes of generation, deletion and the pause
 //! annotation do.
 
+mod apply;
+mod cleanup;
+mod decide;
 mod deps;
 pub mod error;
+mod observe;
 mod reconcile;
+mod report;
+mod spec;
 pub mod state;
+mod target;
 pub(crate) mod write;
 
 use std::collections::HashMap;

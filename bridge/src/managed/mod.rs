@@ -226,15 +226,4 @@ fn error_policy(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_at_the_newer_of_the_watch_and_the_own_write() {
-        assert_eq!(newer_version("120", Some(130)), "130");
-        assert_eq!(newer_version("140", Some(130)), "140");
-        assert_eq!(newer_version("120", None), "120");
-        // Not a number: as the watch gave it.
-        assert_eq!(newer_version("abc", Some(130)), "abc");
-    }
-}
+mod tests;

@@ -48,24 +48,11 @@ pub async fn inputs(
     if values_from.is_empty() && !had_request {
         return Ok(Some(for_provider.clone()));
     }
-    let schema = p.resource(type_name)?;
-    let ty = schema.block.implied_type();
-    let mut references = Vec::with_capacity(values_from.len());
-    for (i, entry) in values_from.iter().enumerate() {
-        let mut r: ValueReference = serde_json::from_value(entry.clone())
-            .map_err(|e| Error::InvalidSpec(format!("spec.valuesFrom[{i}]: {e}")))?;
-        let (steps, sensitive) = p
-            .fields
-            .argument(&r.path)
-            .map_err(|m| Error::InvalidSpec(format!("spec.valuesFrom[{i}].path: {m}")))?;
-        r.r#type = Some(reference_type(type_at(&ty, &steps)));
-        r.sensitive = sensitive;
-        references.push(r);
-    }
+    let references = references(p, type_name, values_from)?;
     // The request must go when the object goes: the finalizer first, so its deletion runs
     // the cleanup that deletes the request.
-    if !values_from.is_empty() && !run.has_finalizer() {
-        run.patch_metadata(&[], true).await?;
+    if !values_from.is_empty() {
+        run.set_finalizer(true).await?;
     }
     let ctx = run.k.ctx.clone();
     let values = request_values(
@@ -107,21 +94,51 @@ pub async fn inputs(
                 STATUS_REQUEST,
                 json!(object_key(&run.k.kind.resource.kind, &run.name)),
             );
-            let mut merged = match for_provider {
-                Json::Object(_) => for_provider.clone(),
-                _ => json!({}),
-            };
-            for (path, value) in values {
-                set_json_path(&mut merged, &path, value).map_err(|e| match e {
-                    FieldError::AlreadySet { path } => Error::InvalidSpec(format!(
-                        "spec.valuesFrom: {path} is also set in spec.forProvider; set each argument in one place"
-                    )),
-                    other => Error::InvalidSpec(format!("spec.valuesFrom: {other}")),
-                })?;
-            }
-            Ok(Some(merged))
+            merge(for_provider, values).map(Some)
         }
     }
+}
+
+/// The references `spec.valuesFrom` makes, each with the type and sensitivity of the argument
+/// it sets.
+fn references(
+    p: &Configured,
+    type_name: &str,
+    values_from: &[Json],
+) -> Result<Vec<ValueReference>> {
+    let schema = p.resource(type_name)?;
+    let ty = schema.block.implied_type();
+    let mut references = Vec::with_capacity(values_from.len());
+    for (i, entry) in values_from.iter().enumerate() {
+        let mut r: ValueReference = serde_json::from_value(entry.clone())
+            .map_err(|e| Error::InvalidSpec(format!("spec.valuesFrom[{i}]: {e}")))?;
+        let (steps, sensitive) = p
+            .fields
+            .argument(&r.path)
+            .map_err(|m| Error::InvalidSpec(format!("spec.valuesFrom[{i}].path: {m}")))?;
+        r.r#type = Some(reference_type(type_at(&ty, &steps)));
+        r.sensitive = sensitive;
+        references.push(r);
+    }
+    Ok(references)
+}
+
+/// `for_provider` with the resolved `values` set at their paths; a path also set in
+/// `spec.forProvider` is an error.
+fn merge(for_provider: &Json, values: impl IntoIterator<Item = (String, Json)>) -> Result<Json> {
+    let mut merged = match for_provider {
+        Json::Object(_) => for_provider.clone(),
+        _ => json!({}),
+    };
+    for (path, value) in values {
+        set_json_path(&mut merged, &path, value).map_err(|e| match e {
+            FieldError::AlreadySet { path } => Error::InvalidSpec(format!(
+                "spec.valuesFrom: {path} is also set in spec.forProvider; set each argument in one place"
+            )),
+            other => Error::InvalidSpec(format!("spec.valuesFrom: {other}")),
+        })?;
+    }
+    Ok(merged)
 }
 
 /// The type at a Terraform path below `ty`.

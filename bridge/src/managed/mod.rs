@@ -1,9 +1,10 @@
 //! The managed-resource controller: one generic reconciler, run once per generated
 //! kind, drives every resource through the provider that serves it.
 //!
-//! Shape of a pass (see [`reconcile`]): dereference the ProviderConfig and Secrets
-//! ([`deref`]) → build the configuration value ([`fields`]) → restore state ([`state`]) →
-//! import / read → plan → apply → persist state → status, Events. Errors are reported on the
+//! Shape of a pass (see [`reconcile`]): dereference the ProviderConfig and Secrets (the
+//! [`ProviderSource`]) → build the configuration value → restore state ([`state`]) →
+//! import / read ([`observe`]) → plan → what [`decide`] chooses ([`apply`], or [`cleanup`] for
+//! a deleted object) → persist state → status, Events ([`report`] for failures). Errors are reported on the
 //! object as a `Synced` condition and an Event ([`error`]), then retried with jittered backoff
 //! when they may clear on their own, or left until the object changes when only the user can
 //! fix them.
@@ -14,10 +15,17 @@
 //! writes do not retrigger a reconcile: only changes of generation, deletion and the pause
 //! annotation do.
 
+mod apply;
+mod cleanup;
+mod decide;
 mod deps;
 pub mod error;
+mod observe;
 mod reconcile;
+mod report;
+mod spec;
 pub mod state;
+mod target;
 pub(crate) mod write;
 
 use std::collections::HashMap;
@@ -34,7 +42,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 pub use crate::core_kinds::KindInfo;
 use crate::kit::Kit;
-use crate::source::Source;
+use crate::source::ProviderSource;
 
 pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 /// The create fence: written before the provider is asked to create.
@@ -44,8 +52,8 @@ pub use crate::kit::FIELD_MANAGER;
 /// Everything the managed-resource reconciles share.
 pub struct Context {
     pub kit: Arc<Kit>,
-    /// Where configured providers come from.
-    pub source: Arc<Source>,
+    /// Where configured providers come from: the real `source::Source`, or a fake in tests.
+    pub source: Arc<dyn ProviderSource>,
     /// The dependency hub's index: which DependencyRequests read which objects.
     pub hub_index: Arc<crate::hub::Index>,
 }
@@ -218,15 +226,4 @@ fn error_policy(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_at_the_newer_of_the_watch_and_the_own_write() {
-        assert_eq!(newer_version("120", Some(130)), "130");
-        assert_eq!(newer_version("140", Some(130)), "140");
-        assert_eq!(newer_version("120", None), "120");
-        // Not a number: as the watch gave it.
-        assert_eq!(newer_version("abc", Some(130)), "abc");
-    }
-}
+mod tests;

@@ -12,6 +12,7 @@ use super::state::{self, Stored};
 use super::{FIELD_MANAGER, FINALIZER, KindContext};
 use crate::kit::conditions::Condition;
 use crate::kit::conditions::{self, Set};
+use crate::kit::finalizer;
 
 /// One reconcile of one object: the object as last read or written, and the status being built.
 pub struct Run<'a> {
@@ -58,7 +59,43 @@ impl<'a> Run<'a> {
     }
 
     pub fn has_finalizer(&self) -> bool {
-        self.obj.finalizers().iter().any(|f| f == FINALIZER)
+        finalizer::has(&self.obj.metadata, FINALIZER)
+    }
+
+    /// Where the object is in the finalizer flow.
+    pub fn finalizer_phase(&self) -> finalizer::Phase {
+        finalizer::phase(&self.obj.metadata, FINALIZER)
+    }
+
+    /// Puts the finalizer on (`on`) or takes it off, unless it already is so.
+    pub async fn set_finalizer(&mut self, on: bool) -> Result<()> {
+        let resource = &self.k.kind.resource.plural;
+        let metrics = &self.k.ctx.metrics;
+        let Some(obj) = finalizer::ensure(
+            &self.api,
+            &self.obj.metadata,
+            FINALIZER,
+            on,
+            metrics,
+            resource,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        self.obj = obj;
+        self.remember_write(on);
+        Ok(())
+    }
+
+    /// Records the version this controller wrote; once the finalizer is gone the object may
+    /// vanish, so there is nothing to remember.
+    fn remember_write(&self, finalizer_on: bool) {
+        let version = self.obj.resource_version();
+        self.k.wrote(
+            &self.obj.uid().unwrap_or_default(),
+            finalizer_on.then_some(version.as_deref()).flatten(),
+        );
     }
 
     fn count(&self, resource: &str, verb: &str) {
@@ -66,14 +103,14 @@ impl<'a> Run<'a> {
     }
 
     /// Sets annotations (a `None` value removes one) and adds or removes the finalizer in one
-    /// write, guarded by the resourceVersion read: a concurrent change makes it fail rather
+    /// write (the create fence carries the finalizer to save a write), guarded by the resourceVersion read: a concurrent change makes it fail rather
     /// than act on a stale view.
     pub async fn patch_metadata(
         &mut self,
         annotations: &[(&str, Option<&str>)],
         finalizer: bool,
     ) -> Result<()> {
-        let finalizers = with_finalizer(self.obj.finalizers(), finalizer);
+        let finalizers = finalizer::with(self.obj.finalizers(), FINALIZER, finalizer);
         let ann: serde_json::Map<String, Json> = annotations
             .iter()
             .map(|(k, v)| {
@@ -95,12 +132,7 @@ impl<'a> Run<'a> {
             .api
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        // Once the finalizer is gone the object may vanish: nothing to remember.
-        let version = self.obj.resource_version();
-        self.k.wrote(
-            &self.obj.uid().unwrap_or_default(),
-            finalizer.then_some(version.as_deref()).flatten(),
-        );
+        self.remember_write(finalizer);
         Ok(())
     }
 
@@ -218,17 +250,4 @@ impl<'a> Run<'a> {
         let reference = self.obj.object_ref(&self.k.kind.resource);
         self.k.ctx.events.send(ev, reference);
     }
-}
-
-/// `current` finalizers with Kraken's added (`on`) or removed, the others kept in order.
-pub fn with_finalizer(current: &[String], on: bool) -> Vec<String> {
-    let mut out: Vec<String> = current
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    if on {
-        out.push(FINALIZER.to_owned());
-    }
-    out
 }

@@ -14,6 +14,8 @@
 mod channel;
 mod client;
 mod convert;
+#[cfg(test)]
+pub mod fake;
 mod grpc;
 mod handshake;
 pub mod host;

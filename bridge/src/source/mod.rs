@@ -2,8 +2,13 @@
 //! and its ProviderConfig name — into a configured provider process (from the pool) and the
 //! resource's configuration value. The managed-resource controller and the ProviderConfig
 //! controller both come here; neither reaches the pool or the resolver directly.
+//!
+//! The managed-resource controller holds the seam [`ProviderSource`], not [`Source`], so its
+//! unit tests can hand it a fake provider ([`fake::FakeSource`]).
 
 mod error;
+#[cfg(test)]
+pub mod fake;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,7 +22,7 @@ use crate::core_kinds::{KindInfo, ProviderConfig};
 use crate::kit::errors::chain;
 use crate::provider::pool::{PoolError, PoolKey, ProviderPool};
 use crate::provider::resolve::{Resolved, Resolver};
-use crate::provider::{LaunchOptions, ProviderHost, ProviderSchema};
+use crate::provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema};
 use crate::value::Value;
 use crate::value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
 use crate::value::kube::from_kube_json;
@@ -56,10 +61,63 @@ impl Source {
     }
 }
 
+/// What a managed-resource reconcile needs from a provider source: the configured provider for
+/// a resource and the resource's configuration value. [`Source`] is the real one.
+#[async_trait::async_trait]
+pub trait ProviderSource: Send + Sync {
+    /// The configured provider for a resource of `kind` in `namespace` using ProviderConfig
+    /// `pc_name`.
+    async fn provider(&self, kind: &KindInfo, namespace: &str, pc_name: &str)
+    -> Result<Configured>;
+
+    /// The resource's configuration value from `spec.forProvider`, with Secret references
+    /// resolved; `with_values` when values from `spec.valuesFrom` were merged in.
+    async fn resource_config(
+        &self,
+        provider: &Configured,
+        type_name: &str,
+        namespace: &str,
+        for_provider: &Json,
+        with_values: bool,
+    ) -> Result<Value>;
+}
+
+#[async_trait::async_trait]
+impl ProviderSource for Source {
+    async fn provider(
+        &self,
+        kind: &KindInfo,
+        namespace: &str,
+        pc_name: &str,
+    ) -> Result<Configured> {
+        provider(self, kind, namespace, pc_name).await
+    }
+
+    async fn resource_config(
+        &self,
+        provider: &Configured,
+        type_name: &str,
+        namespace: &str,
+        for_provider: &Json,
+        with_values: bool,
+    ) -> Result<Value> {
+        resource_config(
+            &self.client,
+            provider,
+            type_name,
+            namespace,
+            for_provider,
+            with_values,
+        )
+        .await
+    }
+}
+
 /// A configured provider serving one resource, with what the rest of the pass needs to talk
 /// to it about that resource.
 pub struct Configured {
-    pub host: Arc<ProviderHost>,
+    /// Protocol-neutral, so a fake can stand in for the pooled process.
+    pub host: Arc<dyn Plugin>,
     pub schema: Arc<ProviderSchema>,
     pub fields: Arc<FieldMap>,
     /// `address version`, for logs and metrics.
@@ -79,7 +137,7 @@ impl Configured {
 }
 
 /// The configured provider for a resource in `namespace` using ProviderConfig `pc_name`.
-pub async fn provider(
+async fn provider(
     ctx: &Source,
     kind: &KindInfo,
     namespace: &str,
@@ -90,17 +148,29 @@ pub async fn provider(
         .provider_configs
         .get()
         .and_then(|s| s.get(&kube::runtime::reflector::ObjectRef::new(pc_name).within(namespace)));
-    let pcs: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), namespace);
     let pc = match cached {
         Some(pc) => pc,
-        None => Arc::new(read_provider_config(&pcs, pc_name).await?),
+        None => Arc::new(read_provider_config(&ctx.client, namespace, pc_name).await?),
     };
     let (resolved, host) = configured(ctx, namespace, &pc).await?;
-    resource_provider(ctx, kind, resolved, host).await
+    let label = format!("{} {}", resolved.address, resolved.version);
+    let fields = |resource: &kraken_codegen::schema::Schema| {
+        ctx.field_map(
+            (resolved.address, resolved.version, kind.type_name.clone()),
+            || FieldMap::for_resource(&kind.type_name, resource),
+        )
+    };
+    resource_provider(kind, host, label, fields).await
 }
 
-/// ProviderConfig `pc_name`, read from the API server; errors name what is missing.
-async fn read_provider_config(pcs: &Api<ProviderConfig>, pc_name: &str) -> Result<ProviderConfig> {
+/// ProviderConfig `pc_name` in `namespace`, read from the API server; errors name what is
+/// missing.
+async fn read_provider_config(
+    client: &Client,
+    namespace: &str,
+    pc_name: &str,
+) -> Result<ProviderConfig> {
+    let pcs: Api<ProviderConfig> = Api::namespaced(client.clone(), namespace);
     match pcs.get_opt(pc_name).await {
         Ok(Some(pc)) => Ok(pc),
         Ok(None) => Err(Error::ProviderConfigMissing(pc_name.to_owned())),
@@ -205,26 +275,25 @@ async fn installed_provider(ctx: &Source, name: &str) -> std::result::Result<Res
         .map_err(|e| format!("Provider {name}: {e}"))
 }
 
+/// `host` as the provider of `kind`: its schema must have the kind's resource type; `fields`
+/// gives the (cached) field mapping of that type.
 async fn resource_provider(
-    ctx: &Source,
     kind: &KindInfo,
-    resolved: Resolved,
-    host: Arc<ProviderHost>,
+    host: Arc<dyn Plugin>,
+    label: String,
+    fields: impl FnOnce(&kraken_codegen::schema::Schema) -> Arc<FieldMap>,
 ) -> Result<Configured> {
-    let schema = crate::provider::Plugin::schema(host.as_ref())
+    let schema = host
+        .schema()
         .await
         .map_err(|e| Error::ProviderUnavailable(chain(&e)))?;
-    let label = format!("{} {}", resolved.address, resolved.version);
     let Some(resource) = schema.resource(&kind.type_name) else {
         return Err(Error::InvalidSpec(format!(
             "provider {label} has no resource type {}",
             kind.type_name
         )));
     };
-    let fields = ctx.field_map(
-        (resolved.address, resolved.version, kind.type_name.clone()),
-        || FieldMap::for_resource(&kind.type_name, resource),
-    );
+    let fields = fields(resource);
     Ok(Configured {
         host,
         schema,
@@ -251,15 +320,15 @@ fn build_config(schema: &ProviderSchema, config: &Json) -> std::result::Result<V
 /// The resource's configuration value from `spec.forProvider`, with Secret references resolved;
 /// `with_values` when values from `spec.valuesFrom` were merged in (sensitive ones by their
 /// plain names).
-pub async fn resource_config(
-    ctx: &Source,
+async fn resource_config(
+    client: &Client,
     provider: &Configured,
     type_name: &str,
     namespace: &str,
     for_provider: &Json,
     with_values: bool,
 ) -> Result<Value> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut values: HashMap<SecretRef, String> = HashMap::new();
     for r in provider.fields.secret_refs(for_provider) {
         let v = secret_value(&secrets, &r.name, &r.key).await?;

@@ -1,0 +1,272 @@
+//! Step: bring the object to its spec — configuration, observe, plan, then what [`decide`]
+//! says: settle, create (fenced), update, replace; then persist, publish and report success.
+
+use kube::runtime::controller::Action;
+use serde_json::{Value as Json, json};
+
+use super::CREATE_ATTEMPT_ANNOTATION;
+use super::decide::{self, Act, Facts};
+use super::deps;
+use super::error::{Error, Result};
+use super::observe::{Observed, observe};
+use super::spec::ManagedSpec;
+use super::target::{Saved, Target, apply_plan, fail_on_errors, plan_paths};
+use super::write::Run;
+use crate::kit::conditions::{READY, SYNCED, Set, reason};
+use crate::provider::lifecycle::{self, Action as PlanAction, Plan};
+use crate::value::Value;
+use crate::value::kube::to_kube_json;
+
+/// Brings a live object to its spec.
+pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
+    let observe_only = spec.observe_only();
+    if observe_only && spec.import_id().is_none() {
+        return Err(Error::InvalidSpec(
+            "managementPolicy ObserveOnly needs spec.importId: the id of the object to observe"
+                .into(),
+        ));
+    }
+    let ctx = run.k.ctx.clone();
+    let kind = run.k.kind.clone();
+    let p = ctx
+        .source
+        .provider(&kind, &run.namespace, spec.provider_config())
+        .await?;
+    let t = Target::new(&p, &kind.type_name)?;
+    let Some(config) = configuration(run, &t, spec).await? else {
+        return Ok(Action::await_change());
+    };
+    let observed = observe(run, &t, spec, &config).await?;
+    let plan = lifecycle::plan(
+        t.host(),
+        t.type_name,
+        &observed.state,
+        &observed.private,
+        &config,
+    )
+    .await
+    .map_err(|e| t.lifecycle_err("plan", e))?;
+    if plan.action != PlanAction::NoOp {
+        let paths = plan_paths(&plan, t.fields());
+        run.set_status_field(
+            "lastPlan",
+            json!({"action": plan.action.to_string(), "paths": paths}),
+        );
+    }
+    let facts = Facts {
+        observe_only,
+        refuse_replace: spec.replace_policy.as_deref() == Some("Refuse"),
+        recreate: observed.recreate,
+        spec_unchanged: run.status.get("observedGeneration").and_then(Json::as_i64)
+            == run.generation(),
+    };
+    let act = decide::act(plan.action, facts);
+    carry_out(run, &t, &plan, &config, observed, act).await?;
+    publish(run, &t).await?;
+    run.flush_status().await?;
+    Ok(spec.drift_action())
+}
+
+/// The resource's configuration value: `spec.forProvider` with the values of `spec.valuesFrom`
+/// merged in and Secret references resolved; `None` while those values are not resolved (the
+/// status then says why).
+async fn configuration(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    spec: &ManagedSpec,
+) -> Result<Option<Value>> {
+    let inputs = deps::inputs(run, t.p, t.type_name, &spec.for_provider, &spec.values_from);
+    let Some(for_provider) = inputs.await? else {
+        return Ok(None);
+    };
+    let ctx = run.k.ctx.clone();
+    let config = ctx
+        .source
+        .resource_config(
+            t.p,
+            t.type_name,
+            &run.namespace,
+            &for_provider,
+            !spec.values_from.is_empty(),
+        )
+        .await?;
+    Ok(Some(config))
+}
+
+/// Carries out what [`decide::act`] chose for `plan`.
+async fn carry_out(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    plan: &Plan,
+    config: &Value,
+    observed: Observed,
+    act: Act,
+) -> Result<()> {
+    let Observed {
+        state,
+        private,
+        completed,
+        mut saved,
+        ..
+    } = observed;
+    match act {
+        Act::Observe { drifted } => {
+            if drifted && last_plan_changed(run) {
+                let note = format!(
+                    "the observed object differs from spec ({}); ObserveOnly never changes it",
+                    plan.action
+                );
+                run.event(false, "DriftDetected", note).await;
+            }
+            saved
+                .write_if_changed(run, t, &state, &private, completed)
+                .await?;
+            succeed(run, t, &state);
+        }
+        Act::Settle => {
+            saved
+                .write_if_changed(run, t, &state, &private, completed)
+                .await?;
+            succeed(run, t, &state);
+        }
+        Act::Create { recreate } => {
+            let why = if recreate {
+                let note = format!(
+                    "the {} was deleted outside Kraken; created it again",
+                    t.type_name
+                );
+                ("DriftCorrected", note)
+            } else {
+                ("Created", format!("created {}", t.type_name))
+            };
+            create(run, t, plan, why).await?;
+        }
+        Act::Update { drift } => update(run, t, plan, saved, completed, drift).await?,
+        Act::Replace => replace(run, t, plan, config, completed).await?,
+        Act::RefuseReplace => {
+            let paths = plan_paths(plan, t.fields()).join(", ");
+            return Err(Error::ReplaceRefused(format!(
+                "changing {paths} needs the {} replaced, and spec.replacePolicy is Refuse; revert the change or allow replacement",
+                t.type_name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An update in place; `drift` when it puts back a change made outside Kraken.
+async fn update(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    plan: &Plan,
+    mut saved: Saved,
+    completed: Option<String>,
+    drift: bool,
+) -> Result<()> {
+    let applied = apply_plan(run, t, plan).await?;
+    saved
+        .write(run, t, &applied.new_state, &applied.private, completed)
+        .await?;
+    fail_on_errors(run, t, &applied).await?;
+    let (r, note) = if drift {
+        (
+            "DriftCorrected",
+            format!(
+                "changed outside Kraken; updated {} back to spec",
+                t.type_name
+            ),
+        )
+    } else {
+        ("Updated", format!("updated {} in place", t.type_name))
+    };
+    run.event(false, r, note).await;
+    succeed(run, t, &applied.new_state);
+    Ok(())
+}
+
+/// Publishes the outputs [`succeed`] recorded, as the object's StateDeclaration.
+pub(super) async fn publish(run: &mut Run<'_>, t: &Target<'_>) -> Result<()> {
+    if let Some(state) = run.outputs.take() {
+        deps::publish(run, t.p, t.type_name, &state).await?;
+    }
+    Ok(())
+}
+
+/// The status of a pass that left the object as the spec says.
+pub(super) fn succeed(run: &mut Run<'_>, t: &Target<'_>, state: &Value) {
+    run.outputs = Some(state.clone());
+    let json = to_kube_json(state);
+    run.set_status_field("atProvider", t.fields().state_to_status(&json));
+    let id = json.get("id").and_then(Json::as_str).map(|s| json!(s));
+    run.set_status_field("externalId", id.unwrap_or(Json::Null));
+    run.set_conditions(&[
+        Set::new(READY, true, reason::AVAILABLE, ""),
+        Set::new(SYNCED, true, reason::RECONCILE_SUCCESS, ""),
+    ]);
+}
+
+fn last_plan_changed(run: &Run<'_>) -> bool {
+    run.obj.data.get("status").and_then(|s| s.get("lastPlan")) != run.status.get("lastPlan")
+}
+
+/// A fenced create: the attempt is recorded on the object before the provider is asked, and
+/// the state Secret records it as completed after.
+async fn create(run: &mut Run<'_>, t: &Target<'_>, plan: &Plan, why: (&str, String)) -> Result<()> {
+    let attempt = k8s_openapi::jiff::Timestamp::now().to_string();
+    run.patch_metadata(&[(CREATE_ATTEMPT_ANNOTATION, Some(&attempt))], true)
+        .await?;
+    let applied = apply_plan(run, t, plan).await?;
+    Saved::default()
+        .write(run, t, &applied.new_state, &applied.private, Some(attempt))
+        .await?;
+    fail_on_errors(run, t, &applied).await?;
+    run.event(false, why.0, why.1).await;
+    succeed(run, t, &applied.new_state);
+    Ok(())
+}
+
+/// A replacement: destroy, then a fenced create.
+async fn replace(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    plan: &Plan,
+    config: &Value,
+    completed: Option<String>,
+) -> Result<()> {
+    let paths = plan_paths(plan, t.fields()).join(", ");
+    // Visible before it happens.
+    run.set_conditions(&[Set::new(
+        READY,
+        false,
+        reason::CREATING,
+        format!("replacing: {paths} changed"),
+    )]);
+    run.flush_status().await?;
+    let destroy = lifecycle::plan(
+        t.host(),
+        t.type_name,
+        &plan.prior_state,
+        &plan.prior_private,
+        &Value::Null,
+    )
+    .await
+    .map_err(|e| t.lifecycle_err("plan destroy", e))?;
+    let destroyed = apply_plan(run, t, &destroy).await?;
+    Saved::default()
+        .write(run, t, &destroyed.new_state, &destroyed.private, completed)
+        .await?;
+    fail_on_errors(run, t, &destroyed).await?;
+    let create_plan = lifecycle::plan(t.host(), t.type_name, &Value::Null, &[], config)
+        .await
+        .map_err(|e| t.lifecycle_err("plan", e))?;
+    create(
+        run,
+        t,
+        &create_plan,
+        (
+            "Replaced",
+            format!("replaced {}: {paths} changed", t.type_name),
+        ),
+    )
+    .await
+}

@@ -1,0 +1,151 @@
+//! Step: a deleted object — wait while others read its outputs, then destroy the external
+//! object (or orphan it), drop the state and the hub objects, and release the finalizer.
+
+use kube::runtime::controller::Action;
+
+use super::decide::{self, OnDelete};
+use super::error::Result;
+use super::observe::recover;
+use super::report::condition;
+use super::spec::ManagedSpec;
+use super::target::{Saved, Target, apply_plan, fail_on_errors};
+use super::write::Run;
+use super::{CREATE_ATTEMPT_ANNOTATION, deps};
+use crate::kit::conditions::{READY, Set};
+use crate::kit::finalizer::Phase;
+use crate::provider::DiagnosticsExt as _;
+use crate::provider::lifecycle;
+use crate::value::Value;
+
+/// Cleans up after a deleted object, as [`decide::on_delete`] says.
+pub(super) async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
+    if run.finalizer_phase() == Phase::Released {
+        return Ok(Action::await_change());
+    }
+    let readers = deps::readers(run).await?;
+    let orphan_policy = spec.deletion_policy.as_deref() == Some("Orphan");
+    let step = decide::on_delete(!readers.is_empty(), orphan_policy, spec.observe_only());
+    match step {
+        OnDelete::Wait => return wait_for_readers(run, &readers).await,
+        OnDelete::Orphan => {}
+        OnDelete::Destroy => destroy(run, spec).await?,
+    }
+    run.delete_state().await?;
+    deps::retire(run).await?;
+    run.set_finalizer(false).await?;
+    if step == OnDelete::Orphan {
+        run.event(
+            false,
+            "Orphaned",
+            "released the external object without destroying it",
+        )
+        .await;
+    } else {
+        run.event(
+            false,
+            "Deleted",
+            format!("destroyed {}", run.k.kind.type_name),
+        )
+        .await;
+    }
+    Ok(Action::await_change())
+}
+
+/// Deletion waits while `readers` still read the object's outputs: `Ready=False InUse`, an
+/// Event the first time, and a look again shortly.
+async fn wait_for_readers(run: &mut Run<'_>, readers: &[String]) -> Result<Action> {
+    let message = crate::hub::producer::in_use_message(readers);
+    let first = condition(&run.status, READY)
+        .is_none_or(|(_, r, m)| r != crate::hub::consumer::IN_USE || m != message);
+    run.set_conditions(&[Set::new(
+        READY,
+        false,
+        crate::hub::consumer::IN_USE,
+        message.clone(),
+    )]);
+    run.flush_status().await?;
+    if first {
+        run.event(false, crate::hub::consumer::IN_USE, message)
+            .await;
+    }
+    Ok(Action::requeue(std::time::Duration::from_secs(2)))
+}
+
+/// Destroys the external object: the one the stored state names, or the one an interrupted
+/// create made; nothing when neither exists.
+async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
+    let ctx = run.k.ctx.clone();
+    let kind = run.k.kind.clone();
+    let p = ctx
+        .source
+        .provider(&kind, &run.namespace, spec.provider_config())
+        .await?;
+    let t = Target::new(&p, &kind.type_name)?;
+    let restored = t.restore(run.load_state().await?).await?;
+    let completed = restored
+        .stored
+        .as_ref()
+        .and_then(|s| s.create_attempt.clone());
+    let unresolved = run
+        .annotation(CREATE_ATTEMPT_ANNOTATION)
+        .map(str::to_owned)
+        .filter(|a| Some(a) != completed.as_ref());
+    let (mut state, mut private) = (restored.state, restored.private);
+    if state.is_null() {
+        let Some(attempt) = unresolved else {
+            return Ok(());
+        };
+        // The configuration is only needed for the name to recover by; without it, recovery
+        // falls back to importId.
+        let config = ctx
+            .source
+            .resource_config(
+                &p,
+                &kind.type_name,
+                &run.namespace,
+                &spec.for_provider,
+                false,
+            )
+            .await
+            .unwrap_or(Value::Null);
+        match recover(&t, spec, &config, &attempt).await? {
+            Some(found) => (state, private) = (found.new_state, found.private),
+            None => return Ok(()),
+        }
+    }
+    destroy_state(run, &t, &state, &private, completed).await
+}
+
+/// Reads the object `state` describes and, if it still exists, plans and applies its destroy;
+/// what a failed destroy leaves is stored so a retry destroys it.
+async fn destroy_state(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    state: &Value,
+    private: &[u8],
+    completed: Option<String>,
+) -> Result<()> {
+    let read = lifecycle::read(t.host(), t.type_name, state, private)
+        .await
+        .map_err(|e| t.lifecycle_err("read", e))?;
+    if read.new_state.is_null() {
+        return Ok(());
+    }
+    let plan = lifecycle::plan(
+        t.host(),
+        t.type_name,
+        &read.new_state,
+        &read.private,
+        &Value::Null,
+    )
+    .await
+    .map_err(|e| t.lifecycle_err("plan destroy", e))?;
+    let applied = apply_plan(run, t, &plan).await?;
+    if !applied.new_state.is_null() || applied.diagnostics.has_errors() {
+        Saved::default()
+            .write(run, t, &applied.new_state, &applied.private, completed)
+            .await?;
+        fail_on_errors(run, t, &applied).await?;
+    }
+    Ok(())
+}

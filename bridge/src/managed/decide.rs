@@ -1,0 +1,222 @@
+//! The pure decisions of a pass, apart from the I/O that gathers their inputs, so every branch
+//! of the controller can be checked in a table: where the pass learns what exists
+//! ([`origin`]), what it does about a plan ([`act`]), and what a deletion does ([`on_delete`]).
+
+use crate::provider::lifecycle::Action as PlanAction;
+
+/// Where a pass learns what exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Stored state: refresh it from the provider.
+    Refresh,
+    /// No state, and `importId` names an object: adopt it.
+    Import(String),
+    /// No state, and a create fence no stored state completed: look for what that create made.
+    Recover(String),
+    /// Nothing exists yet.
+    Nothing,
+}
+
+/// What exists, from the stored state (`has_state`), `spec.importId`, the create fence on the
+/// object (`fence`) and the attempt the stored state completed (`completed`).
+pub fn origin(
+    has_state: bool,
+    import_id: Option<&str>,
+    fence: Option<&str>,
+    completed: Option<&str>,
+) -> Origin {
+    if has_state {
+        return Origin::Refresh;
+    }
+    if let Some(id) = import_id {
+        return Origin::Import(id.to_owned());
+    }
+    match fence.filter(|a| Some(*a) != completed) {
+        Some(attempt) => Origin::Recover(attempt.to_owned()),
+        None => Origin::Nothing,
+    }
+}
+
+/// What a pass does once the provider has planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// ObserveOnly: never act; `drifted` when the object differs from spec.
+    Observe { drifted: bool },
+    /// Nothing to change: persist refreshed state if it changed, report success. (A planned
+    /// delete is never carried out by a live object's pass.)
+    Settle,
+    /// Create, fenced; `recreate` when the object was deleted outside Kraken.
+    Create { recreate: bool },
+    /// Update in place; `drift` when the spec did not change since the last pass, so the
+    /// object changed outside Kraken.
+    Update { drift: bool },
+    /// Destroy, then create.
+    Replace,
+    /// A replacement is needed and `replacePolicy: Refuse` forbids it.
+    RefuseReplace,
+}
+
+/// What the pass knows besides the plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub observe_only: bool,
+    pub refuse_replace: bool,
+    /// The object was deleted outside Kraken.
+    pub recreate: bool,
+    /// `status.observedGeneration` is the object's generation: the spec is unchanged.
+    pub spec_unchanged: bool,
+}
+
+/// The step a plan of `action` calls for.
+pub fn act(action: PlanAction, f: Facts) -> Act {
+    if f.observe_only {
+        return Act::Observe {
+            drifted: action != PlanAction::NoOp,
+        };
+    }
+    match action {
+        PlanAction::NoOp | PlanAction::Delete => Act::Settle,
+        PlanAction::Create => Act::Create {
+            recreate: f.recreate,
+        },
+        PlanAction::Update => Act::Update {
+            drift: f.spec_unchanged,
+        },
+        PlanAction::Replace if f.refuse_replace => Act::RefuseReplace,
+        PlanAction::Replace => Act::Replace,
+    }
+}
+
+/// What a deletion does once the finalizer is still on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDelete {
+    /// Other objects still read the outputs: wait for them.
+    Wait,
+    /// Release the external object without destroying it.
+    Orphan,
+    Destroy,
+}
+
+/// The deletion step, from whether others still read the object's outputs, `deletionPolicy:
+/// Orphan` and `managementPolicy: ObserveOnly` (which never destroys).
+pub fn on_delete(readers_waiting: bool, orphan_policy: bool, observe_only: bool) -> OnDelete {
+    if readers_waiting {
+        OnDelete::Wait
+    } else if orphan_policy || observe_only {
+        OnDelete::Orphan
+    } else {
+        OnDelete::Destroy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        let cases = [
+            (
+                "stored state wins",
+                (true, Some("x"), Some("t1"), None),
+                Origin::Refresh,
+            ),
+            (
+                "import",
+                (false, Some("x"), Some("t1"), None),
+                Origin::Import("x".into()),
+            ),
+            (
+                "fence open",
+                (false, None, Some("t1"), None),
+                Origin::Recover("t1".into()),
+            ),
+            (
+                "fence completed",
+                (false, None, Some("t1"), Some("t1")),
+                Origin::Nothing,
+            ),
+            (
+                "older attempt completed",
+                (false, None, Some("t2"), Some("t1")),
+                Origin::Recover("t2".into()),
+            ),
+            ("nothing", (false, None, None, None), Origin::Nothing),
+        ];
+        for (name, (state, import, fence, completed), want) in cases {
+            assert_eq!(origin(state, import, fence, completed), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn acts() {
+        let f = Facts::default();
+        let observe = Facts {
+            observe_only: true,
+            ..f
+        };
+        let refuse = Facts {
+            refuse_replace: true,
+            ..f
+        };
+        let recreate = Facts {
+            recreate: true,
+            ..f
+        };
+        let unchanged = Facts {
+            spec_unchanged: true,
+            ..f
+        };
+        use PlanAction as P;
+        let cases = [
+            (
+                "observe, in sync",
+                P::NoOp,
+                observe,
+                Act::Observe { drifted: false },
+            ),
+            (
+                "observe, drifted",
+                P::Update,
+                observe,
+                Act::Observe { drifted: true },
+            ),
+            (
+                "observe never replaces",
+                P::Replace,
+                observe,
+                Act::Observe { drifted: true },
+            ),
+            ("no-op", P::NoOp, f, Act::Settle),
+            ("never deletes a live object", P::Delete, f, Act::Settle),
+            ("create", P::Create, f, Act::Create { recreate: false }),
+            (
+                "recreate",
+                P::Create,
+                recreate,
+                Act::Create { recreate: true },
+            ),
+            ("spec changed", P::Update, f, Act::Update { drift: false }),
+            ("drift", P::Update, unchanged, Act::Update { drift: true }),
+            ("replace", P::Replace, f, Act::Replace),
+            ("refused", P::Replace, refuse, Act::RefuseReplace),
+        ];
+        for (name, action, facts, want) in cases {
+            assert_eq!(act(action, facts), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn deletions() {
+        let cases = [
+            ((true, false, false), OnDelete::Wait),
+            ((true, true, true), OnDelete::Wait),
+            ((false, true, false), OnDelete::Orphan),
+            ((false, false, true), OnDelete::Orphan),
+            ((false, false, false), OnDelete::Destroy),
+        ];
+        for ((readers, orphan, observe), want) in cases {
+            assert_eq!(on_delete(readers, orphan, observe), want);
+        }
+    }
+}

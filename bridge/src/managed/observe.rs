@@ -1,0 +1,162 @@
+//! Step: establish what exists — refresh the stored state, adopt the object `importId` names,
+//! or find the object an interrupted create made (the create fence).
+
+use super::CREATE_ATTEMPT_ANNOTATION;
+use super::decide::{self, Origin};
+use super::error::{Error, Result};
+use super::spec::ManagedSpec;
+use super::target::{Saved, Target, describe};
+use super::write::Run;
+use crate::provider::lifecycle::{self, Applied, LifecycleError};
+use crate::value::{AttrPath, Value};
+
+/// What exists now, as the pass found it.
+pub(super) struct Observed {
+    pub(super) state: Value,
+    pub(super) private: Vec<u8>,
+    /// The object was deleted outside Kraken and must be created again.
+    pub(super) recreate: bool,
+    /// The create attempt the stored state completed.
+    pub(super) completed: Option<String>,
+    pub(super) saved: Saved,
+}
+
+/// Step: establish what exists — restore the stored state and refresh it, or (no state yet)
+/// adopt the object `importId` names, or find the object an interrupted create made.
+pub(super) async fn observe(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    spec: &ManagedSpec,
+    config: &Value,
+) -> Result<Observed> {
+    let restored = t.restore(run.load_state().await?).await?;
+    let completed = restored
+        .stored
+        .as_ref()
+        .and_then(|s| s.create_attempt.clone());
+    let mut found = Observed {
+        state: Value::Null,
+        private: Vec::new(),
+        recreate: false,
+        completed: completed.clone(),
+        saved: Saved::from(&restored),
+    };
+    let fence = run.annotation(CREATE_ATTEMPT_ANNOTATION).map(str::to_owned);
+    let origin = decide::origin(
+        !restored.state.is_null(),
+        spec.import_id(),
+        fence.as_deref(),
+        completed.as_deref(),
+    );
+    match origin {
+        Origin::Refresh => {
+            let read = lifecycle::read(t.host(), t.type_name, &restored.state, &restored.private)
+                .await
+                .map_err(|e| t.lifecycle_err("read", e))?;
+            if read.new_state.is_null() {
+                if spec.observe_only() {
+                    return Err(Error::ExternalObjectMissing(format!(
+                        "the observed {} no longer exists",
+                        t.type_name
+                    )));
+                }
+                found.recreate = true;
+            } else {
+                (found.state, found.private) = (read.new_state, read.private);
+            }
+        }
+        Origin::Import(id) => import(run, t, &id, &mut found).await?,
+        Origin::Recover(attempt) => {
+            if let Some(recovered) = recover(t, spec, config, &attempt).await? {
+                adopt_recovered(run, t, recovered, attempt, &mut found).await?;
+            }
+        }
+        Origin::Nothing => {}
+    }
+    Ok(found)
+}
+
+/// Adopts the object `importId` names: the finalizer first, then its state.
+async fn import(run: &mut Run<'_>, t: &Target<'_>, id: &str, found: &mut Observed) -> Result<()> {
+    let imported = lifecycle::import(t.host(), t.type_name, id)
+        .await
+        .map_err(|e| t.lifecycle_err("import", e))?;
+    if imported.new_state.is_null() {
+        return Err(Error::Provider(format!(
+            "no {} with import id {id:?} exists",
+            t.type_name
+        )));
+    }
+    run.set_finalizer(true).await?;
+    let completed = found.completed.clone();
+    found
+        .saved
+        .write(run, t, &imported.new_state, &imported.private, completed)
+        .await?;
+    let note = format!("adopted the existing {} {id:?}", t.type_name);
+    run.event(false, "Imported", note).await;
+    (found.state, found.private) = (imported.new_state, imported.private);
+    Ok(())
+}
+
+/// Adopts what the interrupted create `attempt` made, recording the attempt as completed.
+async fn adopt_recovered(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    recovered: Applied,
+    attempt: String,
+    found: &mut Observed,
+) -> Result<()> {
+    found
+        .saved
+        .write(
+            run,
+            t,
+            &recovered.new_state,
+            &recovered.private,
+            Some(attempt.clone()),
+        )
+        .await?;
+    let note = format!(
+        "found the {} an interrupted create (at {attempt}) had made, and adopted it",
+        t.type_name
+    );
+    found.completed = Some(attempt);
+    run.event(false, "Recovered", note).await;
+    (found.state, found.private) = (recovered.new_state, recovered.private);
+    Ok(())
+}
+
+/// After a create was interrupted: find out whether it made the object, by importing the
+/// identities the spec gives (`importId`, then the `name` argument). `Ok(Some)` found it,
+/// `Ok(None)` proved it absent, `Err(CreateInterrupted)` could not tell.
+pub(super) async fn recover(
+    t: &Target<'_>,
+    spec: &ManagedSpec,
+    config: &Value,
+    attempt: &str,
+) -> Result<Option<Applied>> {
+    let mut candidates: Vec<String> = spec.import_id().map(str::to_owned).into_iter().collect();
+    if let Some(Value::String(name)) = lifecycle::lookup(config, &AttrPath::root().attr("name"))
+        && !candidates.contains(name)
+    {
+        candidates.push(name.clone());
+    }
+    let mut why =
+        String::from("the spec gives no identity to look it up by (importId or a name argument)");
+    for id in &candidates {
+        match lifecycle::import(t.host(), t.type_name, id).await {
+            Ok(found) if found.new_state.is_null() => return Ok(None),
+            Ok(found) => return Ok(Some(found)),
+            Err(LifecycleError::Rejected(diags)) => {
+                why = format!("importing {id:?} failed: {}", describe(&diags, t.fields()));
+            }
+            Err(e) => return Err(t.lifecycle_err("import", e)),
+        }
+    }
+    Err(Error::CreateInterrupted(format!(
+        "a create of this {} was interrupted at {attempt}, and Kraken cannot tell whether it made the object: {why}. \
+         Check the provider for it, then set spec.importId to adopt it, or remove the annotation {CREATE_ATTEMPT_ANNOTATION} to create a new one",
+        t.type_name
+    )))
+}

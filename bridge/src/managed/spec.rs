@@ -1,0 +1,59 @@
+//! The fields of a generated kind's spec the controller reads, and the policies they set.
+
+use kube::runtime::controller::Action;
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+use crate::kit::time::{jitter, parse_duration};
+
+/// The fields of a generated kind's spec the controller reads (forProvider stays JSON).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedSpec {
+    #[serde(default)]
+    provider_config_ref: Option<NameRef>,
+    #[serde(default)]
+    pub for_provider: Json,
+    #[serde(default)]
+    pub values_from: Vec<Json>,
+    #[serde(default)]
+    pub management_policy: Option<String>,
+    #[serde(default)]
+    pub deletion_policy: Option<String>,
+    #[serde(default)]
+    pub replace_policy: Option<String>,
+    #[serde(default)]
+    pub import_id: Option<String>,
+    #[serde(default)]
+    pub drift_interval: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NameRef {
+    name: String,
+}
+
+impl ManagedSpec {
+    pub fn observe_only(&self) -> bool {
+        self.management_policy.as_deref() == Some("ObserveOnly")
+    }
+
+    pub fn provider_config(&self) -> &str {
+        self.provider_config_ref
+            .as_ref()
+            .map_or("default", |r| r.name.as_str())
+    }
+
+    pub fn import_id(&self) -> Option<&str> {
+        self.import_id.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// When to look for drift next.
+    pub fn drift_action(&self) -> Action {
+        match parse_duration(self.drift_interval.as_deref().unwrap_or("10m")) {
+            Some(d) if d.is_zero() => Action::await_change(),
+            Some(d) => Action::requeue(jitter(d, 0.1)),
+            None => Action::requeue(jitter(std::time::Duration::from_secs(600), 0.1)),
+        }
+    }
+}

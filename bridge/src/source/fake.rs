@@ -1,0 +1,65 @@
+//! A provider source for unit tests: hands out one given provider (usually
+//! [`crate::provider::fake::FakePlugin`]) for every ProviderConfig that exists, so the
+//! managed-resource controller runs over it without a pool, a resolver or a process.
+//!
+//! The ProviderConfig is still read from the API server (a fake one in tests), and the
+//! resource's configuration is built by the real code, so the reasons a missing
+//! ProviderConfig or Secret is reported under are the real ones.
+
+use std::sync::Arc;
+
+use kube::Client;
+use serde_json::Value as Json;
+
+use super::{Configured, ProviderSource, Result, read_provider_config, resource_config};
+use crate::core_kinds::KindInfo;
+use crate::provider::Plugin;
+use crate::value::Value;
+use crate::value::fields::FieldMap;
+
+/// Serves `plugin` for every ProviderConfig found in the API server `client` talks to.
+pub struct FakeSource {
+    pub client: Client,
+    pub plugin: Arc<dyn Plugin>,
+}
+
+impl FakeSource {
+    pub fn new(client: Client, plugin: Arc<dyn Plugin>) -> Self {
+        Self { client, plugin }
+    }
+}
+
+#[async_trait::async_trait]
+impl ProviderSource for FakeSource {
+    async fn provider(
+        &self,
+        kind: &KindInfo,
+        namespace: &str,
+        pc_name: &str,
+    ) -> Result<Configured> {
+        read_provider_config(&self.client, namespace, pc_name).await?;
+        let fields = |resource: &kraken_codegen::schema::Schema| {
+            Arc::new(FieldMap::for_resource(&kind.type_name, resource))
+        };
+        super::resource_provider(kind, self.plugin.clone(), "fake 0.0.0".into(), fields).await
+    }
+
+    async fn resource_config(
+        &self,
+        provider: &Configured,
+        type_name: &str,
+        namespace: &str,
+        for_provider: &Json,
+        with_values: bool,
+    ) -> Result<Value> {
+        resource_config(
+            &self.client,
+            provider,
+            type_name,
+            namespace,
+            for_provider,
+            with_values,
+        )
+        .await
+    }
+}

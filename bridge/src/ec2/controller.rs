@@ -31,7 +31,7 @@ use crate::core_kinds::ec2::{
 };
 use crate::core_kinds::hub::{ObjectReference, ValueReference};
 use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
-use crate::hub::controller::{Values, consumer_triggers, request_values};
+use crate::hub::consumer::{Values, consumer_triggers, request_values};
 use crate::hub::producer::{Producer, forced};
 use crate::kit::Kit;
 use crate::kit::conditions::{self, READY, SYNCED, Set, reason};

@@ -86,11 +86,11 @@ mod tests {
 
     fn meta(deleting: bool, finalizers: &[&str]) -> ObjectMeta {
         ObjectMeta {
-            deletion_timestamp: deleting.then(|| {
+            deletion_timestamp: deleting.then_some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-                )
-            }),
+                ),
+            ),
             finalizers: Some(finalizers.iter().map(|s| (*s).to_owned()).collect()),
             ..ObjectMeta::default()
         }

@@ -1,8 +1,30 @@
-//! The consumer side's shared words: how a resource that waits for its `valuesFrom` reports it,
-//! and how a producer that is still read reports why its deletion waits. Every kind that
-//! consumes values (bridged resources, EC2Instance, ConfigExport) reports the same way.
+//! The consumer's side of the hub, shared by every kind that consumes values (bridged
+//! resources, EC2Instance, ConfigExport): asking for values and reading them
+//! ([`request_values`]), dropping the request ([`drop_request`]), being woken when it changes
+//! ([`consumer_triggers`]), and the shared words of how a consumer that waits reports it
+//! ([`waiting`]) and how a producer that is still read reports why its deletion waits.
+//!
+//! [`request_values`] runs the seven steps of the reference design: build the spec → get →
+//! delete if empty → create → update → wait if not ready → use the values, reading the request
+//! from the hub's cache.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::Stream;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value as Json, json};
+
+use super::{CONSUMER_GROUP_LABEL, CONSUMER_KIND_LABEL, Index, object_key, values_secret_name};
+use crate::core_kinds::hub::{
+    DependencyRequest, DependencyRequestSpec, DependencyRequestStatus, ObjectReference,
+    ValueReference,
+};
 use crate::kit::conditions::{READY, SYNCED, Set};
+use crate::kit::metrics::Metrics;
 
 /// Reason on `Ready` while references are not resolved.
 pub const WAITING: &str = "WaitingForDependencies";
@@ -35,4 +57,207 @@ pub fn waiting(
         ],
         event,
     )
+}
+
+/// Where a consumer's request stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    /// No references: no request (an old one was deleted).
+    None,
+    /// Resolved: (path, value) pairs, sensitive ones included, and the paths that are
+    /// sensitive.
+    Ready {
+        values: Vec<(String, Json)>,
+        sensitive: Vec<String>,
+    },
+    /// Not yet, or not resolvable: the request's reason and message.
+    Waiting { reason: String, message: String },
+}
+
+fn wait(message: impl Into<String>) -> Values {
+    Values::Waiting {
+        reason: WAITING.into(),
+        message: message.into(),
+    }
+}
+
+/// The consumer's steps: make its DependencyRequest (named like its StateDeclaration) say
+/// `references`, and return the values once the hub has resolved them. `consumer` must carry
+/// the consumer's uid (the request is owned by it); `group` labels the request so the
+/// consumer's controller can watch its requests.
+pub async fn request_values(
+    client: &Client,
+    metrics: &Metrics,
+    index: &Index,
+    ns: &str,
+    consumer: &ObjectReference,
+    group: &str,
+    references: Vec<ValueReference>,
+) -> Result<Values, kube::Error> {
+    let name = object_key(&consumer.kind, &consumer.name);
+    let api: Api<DependencyRequest> = Api::namespaced(client.clone(), ns);
+    // From the hub's cache, which has at least the change that woke this consumer. A stale
+    // spec there costs one patch that changes nothing; a request the cache does not have yet
+    // one create answered 409.
+    let existing = match index.request(ns, &name) {
+        Some(dr) => dr,
+        None => api.get_opt(&name).await?.map(Arc::new),
+    };
+    if references.is_empty() {
+        if existing.is_some() {
+            drop_request(client, metrics, ns, &name).await?;
+        }
+        return Ok(Values::None);
+    }
+    let spec = DependencyRequestSpec {
+        consumer: consumer.clone(),
+        references,
+    };
+    let Some(dr) = existing else {
+        create_request(&api, metrics, ns, &name, group, spec).await?;
+        return Ok(wait("resolving references"));
+    };
+    if dr.spec != spec {
+        metrics.api_write("dependencyrequests", "patch");
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await?;
+        return Ok(wait("resolving changed references"));
+    }
+    let Some(status) = dr
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation == dr.metadata.generation)
+    else {
+        return Ok(wait("resolving references"));
+    };
+    read_values(client, ns, &name, status).await
+}
+
+/// Creates the request `name` for `spec`'s consumer; one that exists already (the hub's cache
+/// had not seen it) is as good.
+async fn create_request(
+    api: &Api<DependencyRequest>,
+    metrics: &Metrics,
+    ns: &str,
+    name: &str,
+    group: &str,
+    spec: DependencyRequestSpec,
+) -> Result<(), kube::Error> {
+    let consumer = spec.consumer.clone();
+    let mut dr = DependencyRequest::new(name, spec);
+    dr.metadata.namespace = Some(ns.to_owned());
+    dr.metadata.labels = Some(BTreeMap::from([
+        (CONSUMER_GROUP_LABEL.to_owned(), group.to_owned()),
+        (CONSUMER_KIND_LABEL.to_owned(), consumer.kind.to_lowercase()),
+    ]));
+    dr.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: consumer.api_version,
+        kind: consumer.kind,
+        name: consumer.name,
+        uid: consumer.uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    metrics.api_write("dependencyrequests", "create");
+    match api.create(&PostParams::default(), &dr).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The values a current `status` of request `name` gives: from status, and the sensitive
+/// ones from its values Secret.
+async fn read_values(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &DependencyRequestStatus,
+) -> Result<Values, kube::Error> {
+    let Some(ready) = status.conditions.iter().find(|c| c.type_ == READY) else {
+        return Ok(wait("resolving references"));
+    };
+    if ready.status != crate::kit::conditions::ConditionStatus::True {
+        return Ok(Values::Waiting {
+            reason: ready.reason.clone(),
+            message: ready.message.clone(),
+        });
+    }
+    let mut out: Vec<(String, Json)> = status
+        .values
+        .iter()
+        .map(|v| (v.path.clone(), v.value.clone()))
+        .collect();
+    if !status.sensitive_paths.is_empty() {
+        let secret_name = status
+            .secret_name
+            .clone()
+            .unwrap_or_else(|| values_secret_name(name));
+        let secret = Api::<Secret>::namespaced(client.clone(), ns)
+            .get_opt(&secret_name)
+            .await?;
+        for p in &status.sensitive_paths {
+            let text = secret
+                .as_ref()
+                .and_then(|s| s.data.as_ref())
+                .and_then(|d| d.get(p))
+                .and_then(|b| String::from_utf8(b.0.clone()).ok());
+            let Some(text) = text else {
+                return Ok(wait(format!(
+                    "the sensitive value for {p} is not in Secret {secret_name} yet"
+                )));
+            };
+            out.push((
+                p.clone(),
+                serde_json::from_str(&text).unwrap_or(Json::String(text)),
+            ));
+        }
+    }
+    Ok(Values::Ready {
+        values: out,
+        sensitive: status.sensitive_paths.clone(),
+    })
+}
+
+/// Deletes the consumer's request `name` and its values Secret (nothing garbage-collects
+/// them where no controller manager runs).
+pub async fn drop_request(
+    client: &Client,
+    metrics: &Metrics,
+    ns: &str,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let dp = DeleteParams::default();
+    metrics.api_write("dependencyrequests", "delete");
+    match Api::<DependencyRequest>::namespaced(client.clone(), ns)
+        .delete(name, &dp)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e),
+    }
+    match Api::<Secret>::namespaced(client.clone(), ns)
+        .delete(&values_secret_name(name), &dp)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// The consumers (owner name, namespace) whose DependencyRequests change, for the consumer
+/// kind `kind` of `group`, as the hub's watch sees them (see [`Index::subscribe`]).
+pub fn consumer_triggers(
+    index: &Index,
+    group: &str,
+    kind: &str,
+) -> impl Stream<Item = (String, String)> + Send + 'static {
+    tokio_stream::wrappers::UnboundedReceiverStream::new(index.subscribe(group, kind))
 }

@@ -4,7 +4,7 @@
 //! A pass: finalizer → request the values (every entry as a string) → when resolved, check
 //! the target (it must not exist unless this ConfigExport made it; sensitive values only go
 //! to a Secret) → write it when it differs. Deleting the ConfigExport deletes its target
-//! and its request, then releases the finalizer.
+//! and its request, then releases the finalizer (the shared flow of [`crate::kit::finalizer`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,8 +18,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
+use tracing::Instrument as _;
 
-use super::controller::{Values, consumer_triggers, drop_request, request_values};
+use super::consumer::{Values, WAITING, consumer_triggers, drop_request, request_values};
 use super::{object_key, to_text};
 use crate::core_kinds::GROUP;
 use crate::core_kinds::hub::{
@@ -27,11 +28,14 @@ use crate::core_kinds::hub::{
 };
 use crate::kit::Kit;
 use crate::kit::conditions::{self, READY, Set};
+use crate::kit::finalizer::{self, Phase};
 
 const FINALIZER: &str = "kraken.dev/config-export";
 /// Label on a target: the ConfigExport that owns it.
 pub const EXPORT_LABEL: &str = "kraken.dev/config-export";
 const MANAGER: &str = "kraken-config-export";
+/// The ConfigExports' resource, as the write metrics name it.
+const RESOURCE: &str = "configexports";
 
 pub struct Exporter {
     pub kit: Arc<Kit>,
@@ -69,77 +73,61 @@ fn error_policy(_: Arc<ConfigExport>, err: &kube::Error, _: Arc<Exporter>) -> Ac
     Action::requeue(std::time::Duration::from_secs(5))
 }
 
-async fn reconcile(ce: Arc<ConfigExport>, ex: Arc<Exporter>) -> Result<Action, kube::Error> {
+/// One ConfigExport's reconcile, in a span naming it.
+pub(crate) async fn reconcile(
+    ce: Arc<ConfigExport>,
+    ex: Arc<Exporter>,
+) -> Result<Action, kube::Error> {
     let ns = ce.namespace().unwrap_or_default();
     let name = ce.name_any();
-    let api: Api<ConfigExport> = Api::namespaced(ex.client.clone(), &ns);
-    let request = object_key("ConfigExport", &name);
-    if ce.metadata.deletion_timestamp.is_some() {
-        if !ce.finalizers().iter().any(|f| f == FINALIZER) {
+    let span =
+        tracing::info_span!("reconcile", kind = "ConfigExport", namespace = %ns, name = %name);
+    export(&ce, &ex, &ns, &name).instrument(span).await
+}
+
+/// Finalizer → request the values → write the target → status.
+async fn export(
+    ce: &ConfigExport,
+    ex: &Exporter,
+    ns: &str,
+    name: &str,
+) -> Result<Action, kube::Error> {
+    let api: Api<ConfigExport> = Api::namespaced(ex.client.clone(), ns);
+    match finalizer::phase(&ce.metadata, FINALIZER) {
+        Phase::Released => return Ok(Action::await_change()),
+        Phase::Cleanup => {
+            delete_target(ex, ce, ns).await?;
+            let request = object_key("ConfigExport", name);
+            drop_request(&ex.client, &ex.metrics, ns, &request).await?;
+            finalizer::ensure(&api, &ce.metadata, FINALIZER, false, &ex.metrics, RESOURCE).await?;
             return Ok(Action::await_change());
         }
-        delete_target(&ex, &ce, &ns).await?;
-        drop_request(&ex.client, &ex.metrics, &ns, &request).await?;
-        let finalizers: Vec<&String> = ce.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-        ex.metrics.api_write("configexports", "patch");
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": ce.resource_version()}})),
-        )
-        .await?;
-        return Ok(Action::await_change());
+        Phase::Apply { add: true } => {
+            finalizer::ensure(&api, &ce.metadata, FINALIZER, true, &ex.metrics, RESOURCE).await?;
+        }
+        Phase::Apply { add: false } => {}
     }
-    if !ce.finalizers().iter().any(|f| f == FINALIZER) {
-        let mut finalizers = ce.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_owned());
-        ex.metrics.api_write("configexports", "patch");
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-        )
-        .await?;
-    }
-    let references: Vec<ValueReference> = ce
-        .spec
-        .data
-        .iter()
-        .map(|d| ValueReference {
-            path: d.key.clone(),
-            r#type: None,
-            sensitive: false,
-            resource: d.resource.clone(),
-            state_declaration: d.state_declaration.clone(),
-            config_map_key_ref: d.config_map_key_ref.clone(),
-            secret_key_ref: d.secret_key_ref.clone(),
-            template: d.template.clone(),
-        })
-        .collect();
     let consumer = ObjectReference {
         api_version: ConfigExport::api_version(&()).into_owned(),
         kind: "ConfigExport".into(),
-        name: name.clone(),
+        name: name.to_owned(),
         uid: ce.uid().unwrap_or_default(),
     };
     let values = request_values(
         &ex.client,
         &ex.metrics,
         &ex.index,
-        &ns,
+        ns,
         &consumer,
         GROUP,
-        references,
+        references(ce),
     )
     .await?;
     let update = match values {
         Values::None => Set::new(READY, false, "NoData", "spec.data is empty"),
-        Values::Waiting { reason, message } => Set::new(
-            READY,
-            false,
-            "WaitingForDependencies",
-            format!("{reason}: {message}"),
-        ),
+        Values::Waiting { reason, message } => {
+            Set::new(READY, false, WAITING, format!("{reason}: {message}"))
+        }
         Values::Ready { sensitive, .. }
             if !sensitive.is_empty() && ce.spec.target.kind == TargetKind::ConfigMap =>
         {
@@ -153,10 +141,28 @@ async fn reconcile(ce: Arc<ConfigExport>, ex: Arc<Exporter>) -> Result<Action, k
                 ),
             )
         }
-        Values::Ready { values, .. } => write_target(&ex, &ce, &ns, &values).await?,
+        Values::Ready { values, .. } => write_target(ex, ce, ns, &values).await?,
     };
-    write_status(&ex, &ce, &api, update).await?;
+    write_status(ex, ce, &api, update).await?;
     Ok(Action::await_change())
+}
+
+/// The request's references: every entry of `spec.data`, as a string.
+fn references(ce: &ConfigExport) -> Vec<ValueReference> {
+    ce.spec
+        .data
+        .iter()
+        .map(|d| ValueReference {
+            path: d.key.clone(),
+            r#type: None,
+            sensitive: false,
+            resource: d.resource.clone(),
+            state_declaration: d.state_declaration.clone(),
+            config_map_key_ref: d.config_map_key_ref.clone(),
+            secret_key_ref: d.secret_key_ref.clone(),
+            template: d.template.clone(),
+        })
+        .collect()
 }
 
 async fn write_status(
@@ -191,7 +197,7 @@ async fn write_status(
         &Patch::Merge(json!({"status": status})),
     )
     .await?;
-    if changed && update.reason != "WaitingForDependencies" {
+    if changed && update.reason != WAITING {
         let ev =
             crate::kit::events::event(!update.status, update.reason, &update.message, "Export");
         ex.kit.events.send(ev, ce.object_ref(&()));
@@ -206,95 +212,103 @@ async fn write_target(
     ns: &str,
     values: &[(String, Json)],
 ) -> Result<Set, kube::Error> {
-    let name = &ce.spec.target.name;
     let data: BTreeMap<String, String> = values
         .iter()
         .map(|(k, v)| (k.clone(), to_text(v)))
         .collect();
-    let owner = ce.controller_owner_ref(&()).map(|o| vec![o]);
-    let labels = Some(BTreeMap::from([(EXPORT_LABEL.to_owned(), ce.name_any())]));
-    let ours = |meta: &ObjectMeta| {
-        meta.owner_references
-            .as_ref()
-            .is_some_and(|os| os.iter().any(|o| Some(&o.uid) == ce.metadata.uid.as_ref()))
+    let n = data.len();
+    let metadata = ObjectMeta {
+        name: Some(ce.spec.target.name.clone()),
+        namespace: Some(ns.to_owned()),
+        owner_references: ce.controller_owner_ref(&()).map(|o| vec![o]),
+        labels: Some(BTreeMap::from([(EXPORT_LABEL.to_owned(), ce.name_any())])),
+        ..Default::default()
     };
-    let not_owned = || {
-        Set::new(
-            READY,
-            false,
-            "TargetNotOwned",
-            format!(
-                "{:?} {name} exists and was not made by this ConfigExport; Kraken does not overwrite it (delete it or choose another name)",
-                ce.spec.target.kind
-            ),
-        )
-    };
-    match ce.spec.target.kind {
+    let owned = match ce.spec.target.kind {
         TargetKind::ConfigMap => {
-            let api: Api<ConfigMap> = Api::namespaced(ex.client.clone(), ns);
-            if let Some(existing) = api.get_opt(name).await? {
-                if !ours(&existing.metadata) {
-                    return Ok(not_owned());
-                }
-                if existing.data.as_ref() == Some(&data) {
-                    return Ok(ready(ce, data.len()));
-                }
-            }
             let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(ns.to_owned()),
-                    owner_references: owner,
-                    labels,
-                    ..Default::default()
-                },
-                data: Some(data.clone()),
+                metadata,
+                data: Some(data),
                 ..Default::default()
             };
-            ex.metrics.api_write("configmaps", "apply");
-            api.patch(
-                name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(serde_json::to_value(&cm).map_err(kube::Error::SerdeError)?),
-            )
-            .await?;
+            apply_target(ex, ce, ns, "configmaps", &cm, |c: &ConfigMap| {
+                c.data == cm.data
+            })
+            .await?
         }
         TargetKind::Secret => {
-            let api: Api<Secret> = Api::namespaced(ex.client.clone(), ns);
             let bytes: BTreeMap<String, ByteString> = data
-                .iter()
-                .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+                .into_iter()
+                .map(|(k, v)| (k, ByteString(v.into_bytes())))
                 .collect();
-            if let Some(existing) = api.get_opt(name).await? {
-                if !ours(&existing.metadata) {
-                    return Ok(not_owned());
-                }
-                if existing.data.as_ref() == Some(&bytes) {
-                    return Ok(ready(ce, data.len()));
-                }
-            }
             let secret = Secret {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(ns.to_owned()),
-                    owner_references: owner,
-                    labels,
-                    ..Default::default()
-                },
+                metadata,
                 data: Some(bytes),
                 type_: Some("Opaque".into()),
                 ..Default::default()
             };
-            ex.metrics.api_write("secrets", "apply");
-            api.patch(
-                name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
-            )
-            .await?;
+            apply_target(ex, ce, ns, "secrets", &secret, |s: &Secret| {
+                s.data == secret.data
+            })
+            .await?
+        }
+    };
+    if !owned {
+        return Ok(Set::new(
+            READY,
+            false,
+            "TargetNotOwned",
+            format!(
+                "{:?} {} exists and was not made by this ConfigExport; Kraken does not overwrite it (delete it or choose another name)",
+                ce.spec.target.kind, ce.spec.target.name
+            ),
+        ));
+    }
+    Ok(ready(ce, n))
+}
+
+/// Applies `desired` (the target, counted as a write to `resource`) unless one exists that
+/// `ce` does not own (`false`) or that is the `same` already.
+async fn apply_target<K>(
+    ex: &Exporter,
+    ce: &ConfigExport,
+    ns: &str,
+    resource: &str,
+    desired: &K,
+    same: impl Fn(&K) -> bool,
+) -> Result<bool, kube::Error>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let name = &ce.spec.target.name;
+    let api: Api<K> = Api::namespaced(ex.client.clone(), ns);
+    if let Some(existing) = api.get_opt(name).await? {
+        if !owned_by(ce, existing.meta()) {
+            return Ok(false);
+        }
+        if same(&existing) {
+            return Ok(true);
         }
     }
-    Ok(ready(ce, data.len()))
+    ex.metrics.api_write(resource, "apply");
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(serde_json::to_value(desired).map_err(kube::Error::SerdeError)?),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Whether `ce` owns the object `meta` describes.
+fn owned_by(ce: &ConfigExport, meta: &ObjectMeta) -> bool {
+    meta.owner_references
+        .as_ref()
+        .is_some_and(|os| os.iter().any(|o| Some(&o.uid) == ce.metadata.uid.as_ref()))
 }
 
 fn ready(ce: &ConfigExport, n: usize) -> Set {
@@ -310,33 +324,35 @@ fn ready(ce: &ConfigExport, n: usize) -> Set {
 }
 
 async fn delete_target(ex: &Exporter, ce: &ConfigExport, ns: &str) -> Result<(), kube::Error> {
-    let name = &ce.spec.target.name;
-    let uid = ce.metadata.uid.clone();
-    let ours = |meta: &ObjectMeta| {
-        meta.owner_references
-            .as_ref()
-            .is_some_and(|os| os.iter().any(|o| Some(&o.uid) == uid.as_ref()))
-    };
-    let dp = DeleteParams::default();
     match ce.spec.target.kind {
-        TargetKind::ConfigMap => {
-            let api: Api<ConfigMap> = Api::namespaced(ex.client.clone(), ns);
-            if let Some(o) = api.get_opt(name).await?
-                && ours(&o.metadata)
-            {
-                ex.metrics.api_write("configmaps", "delete");
-                api.delete(name, &dp).await?;
-            }
-        }
-        TargetKind::Secret => {
-            let api: Api<Secret> = Api::namespaced(ex.client.clone(), ns);
-            if let Some(o) = api.get_opt(name).await?
-                && ours(&o.metadata)
-            {
-                ex.metrics.api_write("secrets", "delete");
-                api.delete(name, &dp).await?;
-            }
-        }
+        TargetKind::ConfigMap => delete_owned::<ConfigMap>(ex, ce, ns, "configmaps").await,
+        TargetKind::Secret => delete_owned::<Secret>(ex, ce, ns, "secrets").await,
+    }
+}
+
+/// Deletes the target when `ce` owns it.
+async fn delete_owned<K>(
+    ex: &Exporter,
+    ce: &ConfigExport,
+    ns: &str,
+    resource: &str,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let name = &ce.spec.target.name;
+    let api: Api<K> = Api::namespaced(ex.client.clone(), ns);
+    if let Some(o) = api.get_opt(name).await?
+        && owned_by(ce, o.meta())
+    {
+        ex.metrics.api_write(resource, "delete");
+        api.delete(name, &DeleteParams::default()).await?;
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value as Json, json};
 
-use super::controller::drop_request;
+use super::consumer::drop_request;
 use super::{Index, ObjectKey, Published, SourceKind, object_key, outputs_secret_name};
 use crate::core_kinds::hub::{
     DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
@@ -74,13 +74,7 @@ impl Producer<'_> {
             }),
         };
         let text = serde_json::to_string(&spec).unwrap_or_default();
-        let hash = sensitive.is_empty().then(|| {
-            use std::hash::{Hash as _, Hasher as _};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            name.hash(&mut h);
-            text.hash(&mut h);
-            format!("{:016x}", h.finish())
-        });
+        let hash = sensitive.is_empty().then(|| status_hash(&name, &text));
         let record = match &hash {
             Some(h) => json!({"name": name, "hash": h}),
             None => json!({"name": name}),
@@ -94,13 +88,7 @@ impl Producer<'_> {
         let memo = self.index.published(uid);
         let now = Published {
             spec: fnv1a_parts(&[name.as_bytes(), text.as_bytes()]),
-            secret: (!sensitive.is_empty()).then(|| {
-                let parts: Vec<&[u8]> = sensitive
-                    .iter()
-                    .flat_map(|(k, v)| [k.as_bytes(), v.0.as_slice()])
-                    .collect();
-                fnv1a_parts(&parts)
-            }),
+            secret: secret_digest(&sensitive),
         };
         if memo == Some(now) {
             return Ok(record);
@@ -109,31 +97,40 @@ impl Producer<'_> {
             self.write_secret(&secret_name, sensitive, memo.is_none())
                 .await?;
         }
-        if memo.map(|m| m.spec) == Some(now.spec) {
-            self.index.set_published(uid, Some(now));
-            return Ok(record);
+        if memo.map(|m| m.spec) != Some(now.spec) {
+            // With a hash, a different one means different outputs: write without reading
+            // first (a patch to what is already there changes nothing on the server). Without
+            // one (sensitive outputs) and nothing published by this process yet, compare with
+            // what is there.
+            let compare = hash.is_none() && memo.is_none();
+            self.write_declaration(&name, spec, compare, recorded.is_none())
+                .await?;
         }
+        self.index.set_published(uid, Some(now));
+        Ok(record)
+    }
+
+    /// Writes the StateDeclaration `name`: with `compare`, only if it says something else;
+    /// `first` when nothing was recorded as published (create, else patch).
+    async fn write_declaration(
+        &self,
+        name: &str,
+        spec: StateDeclarationSpec,
+        compare: bool,
+        first: bool,
+    ) -> Result<(), kube::Error> {
         let api: Api<StateDeclaration> = Api::namespaced(self.client.clone(), self.namespace);
-        // With a hash, a different one means different outputs: write without reading first
-        // (a patch to what is already there changes nothing on the server). Without one
-        // (sensitive outputs) and nothing published by this process yet, compare with what is
-        // there.
-        if hash.is_none()
-            && memo.is_none()
-            && api.get_opt(&name).await?.is_some_and(|sd| sd.spec == spec)
-        {
-            self.index.set_published(uid, Some(now));
-            return Ok(record);
+        if compare && api.get_opt(name).await?.is_some_and(|sd| sd.spec == spec) {
+            return Ok(());
         }
         // A JSON patch replacing spec is cheaper for the API server than a server-side apply
         // (no managed-fields merge). Never published (nothing recorded): create; else patch.
         let create = || {
-            let mut sd = StateDeclaration::new(&name, spec.clone());
+            let mut sd = StateDeclaration::new(name, spec.clone());
             sd.metadata.namespace = Some(self.namespace.to_owned());
             sd.metadata.owner_references = Some(vec![self.owner()]);
             sd
         };
-        let first = recorded.is_none();
         let created = first && {
             self.metrics.api_write("statedeclarations", "create");
             match api.create(&PostParams::default(), &create()).await {
@@ -142,24 +139,24 @@ impl Producer<'_> {
                 Err(e) => return Err(e),
             }
         };
-        if !created {
-            let replace = json!([{"op": "replace", "path": "/spec", "value": spec}]);
-            let patch = serde_json::from_value(replace).map_err(kube::Error::SerdeError)?;
-            self.metrics.api_write("statedeclarations", "patch");
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::<Json>::Json(patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 && !first => {
-                    self.metrics.api_write("statedeclarations", "create");
-                    api.create(&PostParams::default(), &create()).await?;
-                }
-                Err(e) => return Err(e),
-            }
+        if created {
+            return Ok(());
         }
-        self.index.set_published(uid, Some(now));
-        Ok(record)
+        let replace = json!([{"op": "replace", "path": "/spec", "value": spec}]);
+        let patch = serde_json::from_value(replace).map_err(kube::Error::SerdeError)?;
+        self.metrics.api_write("statedeclarations", "patch");
+        match api
+            .patch(name, &PatchParams::default(), &Patch::<Json>::Json(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 && !first => {
+                self.metrics.api_write("statedeclarations", "create");
+                api.create(&PostParams::default(), &create()).await?;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Writes the sensitive outputs; with `compare`, only if the Secret holds other values.
@@ -248,6 +245,26 @@ impl Producer<'_> {
                 .map(|_| ()),
         )
     }
+}
+
+/// The hash recorded in a producer's status for a StateDeclaration without sensitive outputs.
+fn status_hash(name: &str, text: &str) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    text.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// The digest of the sensitive outputs kept in memory (never written); `None` without any.
+fn secret_digest(sensitive: &BTreeMap<String, ByteString>) -> Option<u64> {
+    (!sensitive.is_empty()).then(|| {
+        let parts: Vec<&[u8]> = sensitive
+            .iter()
+            .flat_map(|(k, v)| [k.as_bytes(), v.0.as_slice()])
+            .collect();
+        fnv1a_parts(&parts)
+    })
 }
 
 /// The `InUse` message of a producer whose deletion waits for `readers`.

@@ -187,7 +187,7 @@ pub async fn run_kind(
     // consumer: the hub's watch of the requests passes it on.
     let triggers = {
         let ar = kind.resource.clone();
-        crate::hub::controller::consumer_triggers(
+        crate::hub::consumer::consumer_triggers(
             &kctx.ctx.hub_index,
             &kind.resource.group,
             &kind.resource.kind,

@@ -12,7 +12,7 @@ use super::{Error, Pass, Result};
 use crate::core_kinds::ec2::{ARGUMENTS, AwsConfig, AwsCredentials, EC2InstanceSpec, GROUP};
 use crate::core_kinds::hub::ValueReference;
 use crate::core_kinds::provider_config::SecretKeyRef;
-use crate::hub::controller::{Values, request_values};
+use crate::hub::consumer::{Values, request_values};
 use crate::kit::conditions::SYNCED;
 use crate::value::fields::set_json_path;
 

@@ -41,7 +41,7 @@ use super::plan::Owner;
 use crate::core_kinds::PAUSED_ANNOTATION;
 use crate::core_kinds::ec2::{AwsConfig, EC2Instance, EC2InstanceStatus, GROUP};
 use crate::core_kinds::hub::ObjectReference;
-use crate::hub::controller::consumer_triggers;
+use crate::hub::consumer::consumer_triggers;
 use crate::hub::producer::Producer;
 use crate::kit::Kit;
 use crate::kit::conditions::reason;

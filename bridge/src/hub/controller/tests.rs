@@ -1,0 +1,257 @@
+//! The hub's reconcile, end to end over the in-memory API server: requests resolved from
+//! StateDeclarations, ConfigMaps, Secrets and templates, the failures a user sees, and the
+//! writes each pass makes.
+
+use super::*;
+use crate::kit::fake_api::FakeApi;
+use serde_json::{Value as Json, json};
+
+const NS: &str = "team";
+const GROUP_VERSION: &str = "core.kraken.dev/v1alpha1";
+
+fn hub(fake: &FakeApi) -> Arc<Hub> {
+    Arc::new(Hub::new(
+        fake.client(),
+        Arc::new(Index::default()),
+        Arc::new(Metrics::new()),
+    ))
+}
+
+fn declaration(fake: &FakeApi, name: &str, outputs: Json) {
+    fake.insert(
+        "statedeclarations",
+        json!({"apiVersion": GROUP_VERSION, "kind": "StateDeclaration",
+               "metadata": {"name": name, "namespace": NS},
+               "spec": {"producer": {"apiVersion": "x/v1", "kind": "Pet", "name": name},
+                        "outputs": outputs}}),
+    );
+}
+
+fn config_map(fake: &FakeApi, name: &str, data: Json) {
+    fake.insert(
+        "configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": NS}, "data": data}),
+    );
+}
+
+fn secret(fake: &FakeApi, name: &str, key: &str, value: &str) {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+    fake.insert(
+        "secrets",
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "namespace": NS}, "data": {key: encoded}}),
+    );
+}
+
+fn request(fake: &FakeApi, name: &str, references: Json) {
+    fake.insert(
+        "dependencyrequests",
+        json!({"apiVersion": GROUP_VERSION, "kind": "DependencyRequest",
+               "metadata": {"name": name, "namespace": NS},
+               "spec": {"consumer": {"apiVersion": "x/v1", "kind": "Object", "name": name},
+                        "references": references}}),
+    );
+}
+
+fn stored(fake: &FakeApi, name: &str) -> DependencyRequest {
+    let json = fake
+        .get("dependencyrequests", NS, name)
+        .expect("request exists");
+    serde_json::from_value(json).expect("a DependencyRequest")
+}
+
+/// One reconcile of request `name` as it is stored now.
+async fn pass(fake: &FakeApi, hub: &Arc<Hub>, name: &str) -> Result<Action, kube::Error> {
+    reconcile(Arc::new(stored(fake, name)), hub.clone()).await
+}
+
+fn ready(dr: &DependencyRequest) -> (String, String, String) {
+    let c = dr
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == READY))
+        .expect("a Ready condition");
+    (
+        format!("{:?}", c.status),
+        c.reason.clone(),
+        c.message.clone(),
+    )
+}
+
+fn values(dr: &DependencyRequest) -> Json {
+    let s = dr.status.clone().unwrap_or_default();
+    Json::Object(s.values.into_iter().map(|v| (v.path, v.value)).collect())
+}
+
+#[tokio::test]
+async fn resolves_outputs_keys_and_templates_with_sensitive_values_apart() -> anyhow::Result<()> {
+    let fake = FakeApi::new();
+    declaration(&fake, "pet-a", json!({"id": "i-1", "port": 8080}));
+    config_map(&fake, "settings", json!({"region": "eu-west-1"}));
+    secret(&fake, "db", "password", "hunter2");
+    request(
+        &fake,
+        "object-x",
+        json!([
+            {"path": "id", "resource": {"kind": "Pet", "name": "a", "path": "id"}},
+            {"path": "port", "type": "string",
+             "stateDeclaration": {"name": "pet-a", "path": "port"}},
+            {"path": "region", "configMapKeyRef": {"name": "settings", "key": "region"}},
+            {"path": "password", "secretKeyRef": {"name": "db", "key": "password"}},
+            {"path": "url", "template": "http://${resource:Pet/a:id}:${configMap:settings:region}"},
+        ]),
+    );
+    let hub = hub(&fake);
+    pass(&fake, &hub, "object-x").await?;
+    let dr = stored(&fake, "object-x");
+    assert_eq!(ready(&dr).1, reason::RESOLVED);
+    assert_eq!(
+        values(&dr),
+        json!({"id": "i-1", "port": "8080", "region": "eu-west-1", "url": "http://i-1:eu-west-1"})
+    );
+    let status = dr.status.clone().unwrap_or_default();
+    assert_eq!(status.sensitive_paths, ["password"]);
+    assert_eq!(status.secret_name.as_deref(), Some("object-x-values"));
+    let dr_json = fake
+        .get("dependencyrequests", NS, "object-x")
+        .unwrap_or_default();
+    assert!(!dr_json.to_string().contains("hunter2"), "never in status");
+    let values_secret: Secret = serde_json::from_value(
+        fake.get("secrets", NS, "object-x-values")
+            .expect("values Secret"),
+    )?;
+    let data = values_secret.data.unwrap_or_default();
+    assert_eq!(
+        data.get("password").map(|b| b.0.as_slice()),
+        Some(&b"\"hunter2\""[..])
+    );
+    let owner = values_secret.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owner.first().map(|o| o.name.as_str()), Some("object-x"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_producer_and_a_type_mismatch_are_reported() -> anyhow::Result<()> {
+    let fake = FakeApi::new();
+    config_map(&fake, "settings", json!({"count": "seven"}));
+    request(
+        &fake,
+        "object-x",
+        json!([{"path": "id", "resource": {"kind": "Pet", "name": "gone", "path": "id"}}]),
+    );
+    request(
+        &fake,
+        "object-y",
+        json!([{"path": "n", "type": "number",
+                "configMapKeyRef": {"name": "settings", "key": "count"}}]),
+    );
+    let hub = hub(&fake);
+    pass(&fake, &hub, "object-x").await?;
+    pass(&fake, &hub, "object-y").await?;
+    let (status, why, message) = ready(&stored(&fake, "object-x"));
+    assert_eq!(
+        (status.as_str(), why.as_str()),
+        ("False", reason::NOT_FOUND)
+    );
+    assert!(message.contains("pet-gone"), "{message}");
+    let (_, why, message) = ready(&stored(&fake, "object-y"));
+    assert_eq!(why, reason::TYPE_MISMATCH);
+    assert!(message.contains("expected number"), "{message}");
+    assert!(
+        values(&stored(&fake, "object-y"))
+            .as_object()
+            .is_some_and(|m| m.is_empty())
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cycle_is_reported_and_its_other_members_resolved_again() -> anyhow::Result<()> {
+    let fake = FakeApi::new();
+    let reads = |kind_name: &str| json!([{"path": "id", "stateDeclaration": {"name": kind_name, "path": "id"}}]);
+    request(&fake, "pet-a", reads("pet-b"));
+    request(&fake, "pet-b", reads("pet-a"));
+    let hub = hub(&fake);
+    let mut again = std::pin::pin!(retriggered(&hub));
+    pass(&fake, &hub, "pet-a").await?;
+    assert_eq!(ready(&stored(&fake, "pet-a")).1, reason::NOT_FOUND);
+    pass(&fake, &hub, "pet-b").await?;
+    let (_, why, message) = ready(&stored(&fake, "pet-b"));
+    assert_eq!(why, reason::CYCLE);
+    assert!(message.contains("pet-b → pet-a → pet-b"), "{message}");
+    let next = again.next().await.expect("pet-a again");
+    assert_eq!(next.name, "pet-a");
+    pass(&fake, &hub, "pet-a").await?;
+    assert_eq!(ready(&stored(&fake, "pet-a")).1, reason::CYCLE);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_changed_value_resolves_again_and_an_unchanged_one_writes_nothing() -> anyhow::Result<()>
+{
+    let fake = FakeApi::new();
+    config_map(&fake, "settings", json!({"region": "eu-west-1"}));
+    secret(&fake, "db", "password", "hunter2");
+    request(
+        &fake,
+        "object-x",
+        json!([
+            {"path": "region", "configMapKeyRef": {"name": "settings", "key": "region"}},
+            {"path": "password", "secretKeyRef": {"name": "db", "key": "password"}},
+        ]),
+    );
+    let hub = hub(&fake);
+    pass(&fake, &hub, "object-x").await?;
+    assert_eq!(fake.writes("/dependencyrequests/object-x/status"), 1);
+    assert_eq!(fake.writes("/secrets/object-x-values"), 1);
+    let settings = ObjectKey(SourceKind::ConfigMap, "settings".into());
+    assert_eq!(hub.index.readers(NS, &settings), ["object-x"]);
+
+    let before = fake.requests().len();
+    pass(&fake, &hub, "object-x").await?;
+    let writes: Vec<_> = fake.requests()[before..]
+        .iter()
+        .filter(|s| s.method != "GET")
+        .cloned()
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "nothing changed, nothing written: {writes:?}"
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(fake.client(), NS);
+    let patch = json!({"data": {"region": "us-east-1"}});
+    cms.patch("settings", &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    pass(&fake, &hub, "object-x").await?;
+    assert_eq!(values(&stored(&fake, "object-x"))["region"], "us-east-1");
+    assert_eq!(fake.writes("/dependencyrequests/object-x/status"), 2);
+    assert_eq!(
+        fake.writes("/secrets/object-x-values"),
+        1,
+        "the secret value did not change"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_conflict_on_the_status_write_converges_on_retry() -> anyhow::Result<()> {
+    let fake = FakeApi::new();
+    declaration(&fake, "pet-a", json!({"id": "i-1"}));
+    request(
+        &fake,
+        "object-x",
+        json!([{"path": "id", "resource": {"kind": "Pet", "name": "a", "path": "id"}}]),
+    );
+    let hub = hub(&fake);
+    fake.fail_next("PATCH", "/dependencyrequests/object-x/status", 409);
+    let first = pass(&fake, &hub, "object-x").await;
+    assert!(matches!(first, Err(kube::Error::Api(e)) if e.code == 409));
+    assert!(stored(&fake, "object-x").status.is_none());
+    pass(&fake, &hub, "object-x").await?;
+    assert_eq!(ready(&stored(&fake, "object-x")).1, reason::RESOLVED);
+    assert_eq!(values(&stored(&fake, "object-x")), json!({"id": "i-1"}));
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! Reading references: a [`ValueReference`] or a template becomes the sources it reads
+//! ([`Parsed`]), checked to stay in the consumer's namespace. Pure.
+
+use super::{Failure, object_key, reason};
+use crate::core_kinds::hub::ValueReference;
+
+/// What a reference reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// An output of a StateDeclaration: (its name, a dotted path).
+    Output {
+        declaration: String,
+        path: String,
+    },
+    ConfigMap {
+        name: String,
+        key: String,
+    },
+    Secret {
+        name: String,
+        key: String,
+    },
+}
+
+impl Source {
+    /// The object this source reads, for the index.
+    pub fn object(&self) -> ObjectKey {
+        match self {
+            Source::Output { declaration, .. } => {
+                ObjectKey(SourceKind::StateDeclaration, declaration.clone())
+            }
+            Source::ConfigMap { name, .. } => ObjectKey(SourceKind::ConfigMap, name.clone()),
+            Source::Secret { name, .. } => ObjectKey(SourceKind::Secret, name.clone()),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Output { declaration, path } => {
+                format!("StateDeclaration {declaration} path {path}")
+            }
+            Source::ConfigMap { name, key } => format!("ConfigMap {name} key {key}"),
+            Source::Secret { name, key } => format!("Secret {name} key {key}"),
+        }
+    }
+}
+
+/// The kinds of objects a reference can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceKind {
+    StateDeclaration,
+    ConfigMap,
+    Secret,
+}
+
+/// One object a reference reads, within a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey(pub SourceKind, pub String);
+
+/// A reference, parsed: one source, or a template of literal text and sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Single(Source),
+    Template(Vec<Part>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Text(String),
+    Ref(Source),
+}
+
+impl Parsed {
+    pub fn sources(&self) -> Vec<&Source> {
+        match self {
+            Parsed::Single(s) => vec![s],
+            Parsed::Template(parts) => parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Ref(s) => Some(s),
+                    Part::Text(_) => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Parses a reference; `namespace` is the consumer's (references must stay in it).
+pub fn parse(r: &ValueReference, namespace: &str) -> Result<Parsed, Failure> {
+    let cross = |ns: &Option<String>, what: &str| -> Result<(), Failure> {
+        match ns.as_deref() {
+            Some(other) if !other.is_empty() && other != namespace => Err(Failure::new(
+                reason::CROSS_NAMESPACE,
+                format!(
+                    "{}: {what} is in namespace {other}; references must stay in namespace {namespace}",
+                    r.path
+                ),
+            )),
+            _ => Ok(()),
+        }
+    };
+    let mut found = Vec::new();
+    if let Some(res) = &r.resource {
+        cross(&res.namespace, &format!("{} {}", res.kind, res.name))?;
+        found.push(Parsed::Single(Source::Output {
+            declaration: object_key(&res.kind, &res.name),
+            path: res.path.clone(),
+        }));
+    }
+    if let Some(sd) = &r.state_declaration {
+        cross(&sd.namespace, &format!("StateDeclaration {}", sd.name))?;
+        found.push(Parsed::Single(Source::Output {
+            declaration: sd.name.clone(),
+            path: sd.path.clone(),
+        }));
+    }
+    if let Some(cm) = &r.config_map_key_ref {
+        cross(&cm.namespace, &format!("ConfigMap {}", cm.name))?;
+        found.push(Parsed::Single(Source::ConfigMap {
+            name: cm.name.clone(),
+            key: cm.key.clone(),
+        }));
+    }
+    if let Some(s) = &r.secret_key_ref {
+        cross(&s.namespace, &format!("Secret {}", s.name))?;
+        found.push(Parsed::Single(Source::Secret {
+            name: s.name.clone(),
+            key: s.key.clone(),
+        }));
+    }
+    if let Some(t) = &r.template {
+        found.push(Parsed::Template(parse_template(t).map_err(|m| {
+            Failure::new(reason::INVALID_REFERENCE, format!("{}: {m}", r.path))
+        })?));
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        n => Err(Failure::new(
+            reason::INVALID_REFERENCE,
+            format!(
+                "{}: a reference takes its value from exactly one source, found {n}",
+                r.path
+            ),
+        )),
+    }
+}
+
+/// Parses `${kind:...}` references in a template; `$${` is a literal `${`.
+///
+/// `${resource:KIND/NAME:PATH}`, `${stateDeclaration:NAME:PATH}`, `${configMap:NAME:KEY}`,
+/// `${secret:NAME:KEY}`.
+pub fn parse_template(t: &str) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut rest = t;
+    while let Some(i) = rest.find("${") {
+        if rest[..i].ends_with('$') {
+            text.push_str(&rest[..i - 1]);
+            text.push_str("${");
+            rest = &rest[i + 2..];
+            continue;
+        }
+        text.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("unclosed ${{ in template {t:?}"))?;
+        let inner = &after[..end];
+        if !text.is_empty() {
+            parts.push(Part::Text(std::mem::take(&mut text)));
+        }
+        parts.push(Part::Ref(template_source(inner)?));
+        rest = &after[end + 1..];
+    }
+    text.push_str(rest);
+    if !text.is_empty() {
+        parts.push(Part::Text(text));
+    }
+    Ok(parts)
+}
+
+fn template_source(inner: &str) -> Result<Source, String> {
+    let usage = "expected ${resource:KIND/NAME:PATH}, ${stateDeclaration:NAME:PATH}, ${configMap:NAME:KEY} or ${secret:NAME:KEY}";
+    let mut it = inner.splitn(3, ':');
+    let (kind, a, b) = match (it.next(), it.next(), it.next()) {
+        (Some(k), Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => (k, a, b),
+        _ => return Err(format!("${{{inner}}}: {usage}")),
+    };
+    Ok(match kind {
+        "resource" => {
+            let (k, n) = a
+                .split_once('/')
+                .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+                .ok_or_else(|| format!("${{{inner}}}: {usage}"))?;
+            Source::Output {
+                declaration: object_key(k, n),
+                path: b.to_owned(),
+            }
+        }
+        "stateDeclaration" => Source::Output {
+            declaration: a.to_owned(),
+            path: b.to_owned(),
+        },
+        "configMap" => Source::ConfigMap {
+            name: a.to_owned(),
+            key: b.to_owned(),
+        },
+        "secret" => Source::Secret {
+            name: a.to_owned(),
+            key: b.to_owned(),
+        },
+        _ => return Err(format!("${{{inner}}}: unknown source {kind:?}; {usage}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core_kinds::hub::{KeySource, ResourceSource};
+
+    #[test]
+    fn templates_parse_references_and_escapes() {
+        let parts = parse_template("http://${resource:Pet/web:id}:${configMap:ports:http}/$${x}")
+            .expect("valid");
+        assert_eq!(
+            parts,
+            vec![
+                Part::Text("http://".into()),
+                Part::Ref(Source::Output {
+                    declaration: "pet-web".into(),
+                    path: "id".into()
+                }),
+                Part::Text(":".into()),
+                Part::Ref(Source::ConfigMap {
+                    name: "ports".into(),
+                    key: "http".into()
+                }),
+                Part::Text("/${x}".into()),
+            ]
+        );
+        assert!(parse_template("${oops").is_err());
+        assert!(parse_template("${resource:Pet:id}").is_err());
+        assert!(
+            parse_template("${other:a:b}")
+                .expect_err("must fail")
+                .contains("unknown source")
+        );
+    }
+
+    #[test]
+    fn references_stay_in_their_namespace() {
+        let r = ValueReference {
+            path: "prefix".into(),
+            resource: Some(ResourceSource {
+                kind: "Pet".into(),
+                name: "a".into(),
+                path: "id".into(),
+                namespace: Some("other".into()),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            parse(&r, "team").expect_err("must fail").reason,
+            reason::CROSS_NAMESPACE
+        );
+        let r = ValueReference {
+            path: "prefix".into(),
+            config_map_key_ref: Some(KeySource {
+                name: "c".into(),
+                key: "k".into(),
+                namespace: Some("team".into()),
+            }),
+            ..Default::default()
+        };
+        assert!(parse(&r, "team").is_ok());
+        let none = ValueReference {
+            path: "x".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            parse(&none, "team").expect_err("must fail").reason,
+            reason::INVALID_REFERENCE
+        );
+    }
+}

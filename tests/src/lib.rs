@@ -199,7 +199,8 @@ pub fn scratch_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
 
 /// Reading the fixture provider's ledger (`tests/fixtures/terraform-provider-fixture`): the
 /// "cloud" that tests count objects in. `objects/<id>.json` are the live objects; `events.log`
-/// records every real mutation as `<nanos> <op> <id> <name>`.
+/// records every real mutation as `<nanos> <op> <id> <name>`; `applies.log` records every
+/// ApplyResourceChange call, failed ones included, as a `begin` and an `end` line.
 pub mod ledger {
     use std::path::Path;
 
@@ -261,6 +262,75 @@ pub mod ledger {
                 parsed.with_context(|| format!("malformed line in {}: {line:?}", path.display()))
             })
             .collect()
+    }
+
+    /// One ApplyResourceChange call of the fixture, from `applies.log`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ApplyCall {
+        /// Unix nanoseconds when the provider began handling it (before any apply delay).
+        pub begin: u128,
+        /// When it returned; None while in flight, or when the process died during it.
+        pub end: Option<u128>,
+        /// `create`, `update` or `delete`.
+        pub op: String,
+        /// `<pid>.<n>`: the provider process and its call number.
+        pub call: String,
+    }
+
+    /// Every ApplyResourceChange call in `applies.log`, in the order they began; no file means
+    /// no calls. A malformed line, an `end` without its `begin` or a call begun twice is an
+    /// error.
+    pub fn apply_calls(dir: &Path) -> anyhow::Result<Vec<ApplyCall>> {
+        let path = dir.join("applies.log");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let mut calls: Vec<ApplyCall> = Vec::new();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (nanos, phase, op, call) = match fields.as_slice() {
+                [nanos, phase, op, call] => (nanos.parse::<u128>().ok(), *phase, *op, *call),
+                _ => (None, "", "", ""),
+            };
+            let nanos =
+                nanos.with_context(|| format!("malformed line in {}: {line:?}", path.display()))?;
+            let known = calls.iter_mut().find(|c| c.call == call);
+            match (phase, known) {
+                ("begin", None) => calls.push(ApplyCall {
+                    begin: nanos,
+                    end: None,
+                    op: op.to_string(),
+                    call: call.to_string(),
+                }),
+                ("end", Some(c)) if c.end.is_none() && c.op == op => c.end = Some(nanos),
+                _ => anyhow::bail!(
+                    "line {line:?} of {} does not follow its call's earlier lines",
+                    path.display()
+                ),
+            }
+        }
+        calls.sort_by_key(|c| c.begin);
+        Ok(calls)
+    }
+
+    /// The largest number of calls in flight at one instant. A call that ends at the very
+    /// nanosecond another begins does not overlap it; one without an end is in flight to the
+    /// end of the log.
+    pub fn max_in_flight(calls: &[ApplyCall]) -> usize {
+        // (time, +1 begin / -1 end): ends sort before begins at the same instant.
+        let mut marks: Vec<(u128, i32)> = calls
+            .iter()
+            .flat_map(|c| std::iter::once((c.begin, 1)).chain(c.end.map(|e| (e, -1))))
+            .collect();
+        marks.sort();
+        let (mut now, mut max) = (0i32, 0i32);
+        for (_, delta) in marks {
+            now += delta;
+            max = max.max(now);
+        }
+        usize::try_from(max).unwrap_or(0)
     }
 
     /// The live objects as their JSON files hold them (Terraform attribute names: `id`,
@@ -700,6 +770,45 @@ mod tests {
         );
         std::fs::write(dir.join("events.log"), "garbage\n")?;
         assert!(ledger::event_log(dir).is_err(), "a torn line is an error");
+        Ok(())
+    }
+
+    #[test]
+    fn apply_calls_pair_up_and_count_what_is_in_flight() -> anyhow::Result<()> {
+        let dir = scratch_dir("applies-test-")?;
+        let dir = dir.path();
+        assert!(ledger::apply_calls(dir)?.is_empty(), "no applies.log yet");
+        std::fs::write(
+            dir.join("applies.log"),
+            "10 begin create 7.1\n11 begin create 7.2\n20 end create 7.1\n\
+             20 begin delete 7.3\n30 end create 7.2\n31 begin update 8.1\n",
+        )?;
+        let calls = ledger::apply_calls(dir)?;
+        let summary: Vec<_> = calls
+            .iter()
+            .map(|c| (c.begin, c.end, c.op.as_str(), c.call.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (10, Some(20), "create", "7.1"),
+                (11, Some(30), "create", "7.2"),
+                (20, None, "delete", "7.3"),
+                (31, None, "update", "8.1"),
+            ]
+        );
+        // 7.1 ends at 20 as 7.3 begins, and 8.1 begins after 7.2 ended: never three at once.
+        assert_eq!(ledger::max_in_flight(&calls), 2);
+        assert_eq!(ledger::max_in_flight(&calls[..1]), 1);
+        assert_eq!(ledger::max_in_flight(&[]), 0);
+        for bad in [
+            "5 end create 1.1\n",
+            "5 begin create 1.1\n6 begin create 1.1\n",
+            "x\n",
+        ] {
+            std::fs::write(dir.join("applies.log"), bad)?;
+            assert!(ledger::apply_calls(dir).is_err(), "{bad:?} must be refused");
+        }
         Ok(())
     }
 

@@ -30,6 +30,27 @@ pub struct Reply {
     pub delay: Duration,
     /// Announce the full length but close the connection after this many body bytes.
     pub truncate_to: Option<usize>,
+    /// Hold the response until another path has been requested often enough.
+    pub hold: Option<Hold>,
+}
+
+/// Holding a response back until `path` has received `hits` requests (counting requests made
+/// before and while this one waits), at most `timeout`: a way to force two clients to overlap.
+/// Whether the condition or the timeout ended the wait is recorded ([`RegistryServer::holds`]).
+#[derive(Debug, Clone)]
+pub struct Hold {
+    pub path: String,
+    pub hits: usize,
+    pub timeout: Duration,
+}
+
+/// How one held response was released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldOutcome {
+    /// The path whose response was held.
+    pub served: String,
+    /// True when the awaited requests arrived; false when the timeout released it.
+    pub condition_met: bool,
 }
 
 impl Reply {
@@ -40,6 +61,7 @@ impl Reply {
             body: Arc::new(body.into()),
             delay: Duration::ZERO,
             truncate_to: None,
+            hold: None,
         }
     }
 
@@ -71,6 +93,16 @@ impl Reply {
         self.truncate_to = Some(len);
         self
     }
+
+    /// Answer only once `path` has received `hits` requests (at most after `timeout`).
+    pub fn held_until(mut self, path: &str, hits: usize, timeout: Duration) -> Self {
+        self.hold = Some(Hold {
+            path: path.to_string(),
+            hits,
+            timeout,
+        });
+        self
+    }
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +110,19 @@ struct State {
     /// Path → replies; the front is served, and popped while more than one remains.
     routes: Mutex<HashMap<String, VecDeque<Reply>>>,
     hits: Mutex<HashMap<String, usize>>,
+    /// TLS connections accepted (a request or not).
+    connections: Mutex<usize>,
+    holds: Mutex<Vec<HoldOutcome>>,
+}
+
+impl State {
+    fn hits(&self, path: &str) -> usize {
+        self.hits
+            .lock()
+            .ok()
+            .and_then(|h| h.get(path).copied())
+            .unwrap_or(0)
+    }
 }
 
 /// The running server; stops when dropped.
@@ -154,12 +199,21 @@ impl RegistryServer {
 
     /// How many requests `path` received.
     pub fn hits(&self, path: &str) -> usize {
+        self.state.hits(path)
+    }
+
+    /// TCP connections accepted so far, whether or not they sent a request.
+    pub fn connections(&self) -> usize {
+        self.state.connections.lock().map(|c| *c).unwrap_or(0)
+    }
+
+    /// How each held response ([`Reply::held_until`]) was released, in release order.
+    pub fn holds(&self) -> Vec<HoldOutcome> {
         self.state
-            .hits
+            .holds
             .lock()
-            .ok()
-            .and_then(|h| h.get(path).copied())
-            .unwrap_or(0)
+            .map(|h| h.clone())
+            .unwrap_or_default()
     }
 
     /// Requests received in total.
@@ -206,6 +260,9 @@ async fn accept_loop(
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
         };
+        if let Ok(mut c) = state.connections.lock() {
+            *c += 1;
+        }
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
             if let Ok(tls) = acceptor.accept(tcp).await {
@@ -233,6 +290,24 @@ where
         }
     });
     let reply = reply.unwrap_or_else(|| Reply::status(404));
+    if let Some(hold) = &reply.hold {
+        let deadline = tokio::time::Instant::now() + hold.timeout;
+        let condition_met = loop {
+            if state.hits(&hold.path) >= hold.hits {
+                break true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        if let Ok(mut holds) = state.holds.lock() {
+            holds.push(HoldOutcome {
+                served: path.clone(),
+                condition_met,
+            });
+        }
+    }
     tokio::time::sleep(reply.delay).await;
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n",

@@ -197,21 +197,45 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
         .context("a rule without port must be refused")?;
     ensure!(msg.contains("port"), "message must name the field: {msg}");
 
-    // Sensitive arguments are taken from Secrets, never literally.
+    // Sensitive arguments are taken from Secrets, never literally: the schema has no
+    // `password` field, so a literal one is refused by name (kubectl validates strictly) ...
     let literal = json!({"apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object",
         "metadata": {"name": "literal-password", "namespace": "team-a"},
         "spec": {"forProvider": {"name": "x", "password": "hunter2"}}});
-    let admitted = cp.kubectl_stdin(
-        &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+    let msg = dry_run(&cp, &literal)?
+        .err()
+        .context("a literal password must be refused")?;
+    ensure!(
+        msg.contains("spec.forProvider.password"),
+        "the refusal must name the field: {msg}"
+    );
+    // ... and a client that does not validate has it pruned, never stored.
+    let pruned = cp.kubectl_stdin(
+        &[
+            "create",
+            "--dry-run=server",
+            "--validate=false",
+            "-o",
+            "json",
+            "-f",
+            "-",
+        ],
         &serde_json::to_vec(&literal)?,
     )?;
-    if admitted.status.success() {
-        let back: Json = serde_json::from_slice(&admitted.stdout)?;
-        ensure!(
-            back["spec"]["forProvider"].get("password").is_none(),
-            "a literal password must not be stored: {back}"
-        );
-    }
+    ensure!(
+        pruned.status.success(),
+        "without validation the object is admitted: {}",
+        String::from_utf8_lossy(&pruned.stderr)
+    );
+    let back: Json = serde_json::from_slice(&pruned.stdout)?;
+    ensure!(
+        back["spec"]["forProvider"].get("password").is_none(),
+        "a literal password must not be stored: {back}"
+    );
+    ensure!(
+        !back.to_string().contains("hunter2"),
+        "the literal password must appear nowhere: {back}"
+    );
 
     // kubectl explain shows the provider's descriptions, also on nested fields.
     let explain = cp.kubectl(&[

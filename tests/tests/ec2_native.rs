@@ -870,25 +870,31 @@ fn an_instance_takes_and_gives_values_through_the_hub() -> anyhow::Result<()> {
 /// Bridged and native resources in one graph: the real hashicorp/aws provider, pointed at the
 /// same moto through its `endpoints` block, creates a VPC and a subnet through the bridge, and
 /// a native EC2Instance launches into that subnet. Needs the AWS provider binary, which takes
-/// 20-60 minutes to build and so is not part of `scripts/testenv.sh install`: run
-/// `scripts/aws-schema.sh build` first. Without it this test says so on stderr and passes.
+/// 20-60 minutes to build and so is not part of `scripts/testenv.sh install` yet: ignored by
+/// default; `scripts/aws-schema.sh build`, then run it with `--ignored`. Run without the binary,
+/// it fails: a test never reports success without having run.
 #[test]
+#[ignore = "needs the hashicorp/aws test peer: build it with `scripts/aws-schema.sh build` \
+            (20-60 min), then run with --ignored"]
 fn bridged_aws_resources_feed_a_native_instance() -> anyhow::Result<()> {
     let env_aws = kraken_tests::testenv_dir().join("env.aws");
-    let vars = std::fs::read_to_string(&env_aws)
-        .map(|t| kraken_tests::parse_env_file(&t))
-        .unwrap_or_default();
-    let Some(binary) = vars
-        .get("KRAKEN_TEST_PROVIDER_AWS")
-        .filter(|p| std::path::Path::new(p).exists())
-    else {
-        eprintln!(
-            "NOT RUN: bridged_aws_resources_feed_a_native_instance needs the hashicorp/aws provider \
-             binary ({} is missing); build it with `scripts/aws-schema.sh build` (20-60 min)",
+    let text = std::fs::read_to_string(&env_aws).with_context(|| {
+        format!(
+            "the hashicorp/aws test peer is not installed ({} is missing); build it with \
+             `scripts/aws-schema.sh build` (20-60 min)",
             env_aws.display()
-        );
-        return Ok(());
-    };
+        )
+    })?;
+    let vars = kraken_tests::parse_env_file(&text);
+    let binary = vars
+        .get("KRAKEN_TEST_PROVIDER_AWS")
+        .with_context(|| format!("{} sets no KRAKEN_TEST_PROVIDER_AWS", env_aws.display()))?;
+    ensure!(
+        std::path::Path::new(binary).exists(),
+        "KRAKEN_TEST_PROVIDER_AWS={binary} (from {}) does not exist; rebuild it with \
+         `scripts/aws-schema.sh build`",
+        env_aws.display()
+    );
     eprintln!("using the AWS provider {binary}");
     let env = kraken_tests::TestEnv::load()?;
     let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;

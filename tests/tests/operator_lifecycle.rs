@@ -304,16 +304,22 @@ fn create_reports_status_and_creates_exactly_one_object() -> anyhow::Result<()> 
             "schemaVersion {:?}",
             String::from_utf8_lossy(&schema_version)
         );
-        if let Some(attempt) = obj["metadata"]["annotations"]["kraken.dev/create-attempt"].as_str()
-        {
-            let recorded =
-                secret_data(&secret, "createAttempt")?.context("no createAttempt key")?;
-            ensure!(
-                recorded == attempt.as_bytes(),
-                "the Secret records create attempt {:?}, the annotation says {attempt}",
-                String::from_utf8_lossy(&recorded)
-            );
-        }
+        // The create fence: the attempt announced on the object before the create is the one
+        // the Secret records as completed.
+        let attempt = obj["metadata"]["annotations"]["kraken.dev/create-attempt"]
+            .as_str()
+            .with_context(|| {
+                format!(
+                    "no kraken.dev/create-attempt annotation: {}",
+                    obj["metadata"]["annotations"]
+                )
+            })?;
+        let recorded = secret_data(&secret, "createAttempt")?.context("no createAttempt key")?;
+        ensure!(
+            recorded == attempt.as_bytes(),
+            "the Secret records create attempt {:?}, the annotation says {attempt}",
+            String::from_utf8_lossy(&recorded)
+        );
         bed.wait_event("web", "Created", CONVERGE)?;
 
         // The printer columns.
@@ -438,8 +444,8 @@ fn replace_policy_refuse_stops_a_replacement() -> anyhow::Result<()> {
             "{paths:?}"
         );
         bed.wait_event("web", "ReplaceRefused", CONVERGE)?;
-        // Give a wrongly retrying operator time to do the damage.
-        std::thread::sleep(Duration::from_secs(3));
+        // Only the user can fix it: the operator waits for a change and retries nothing.
+        bed.expect_idle(Duration::from_secs(3), "a refused replacement")?;
         let live = sole_object(bed)?;
         ensure!(
             live["id"] == id.as_str() && live["name"] == "alpha",
@@ -602,10 +608,15 @@ fn observe_only_reads_and_never_writes() -> anyhow::Result<()> {
             Duration::from_secs(30),
         )?;
         eprintln!("ExternalObjectMissing: {}", describe(&obj));
-        std::thread::sleep(Duration::from_secs(3));
+        // Two more drift checks (every 2 s) find it missing and still create nothing.
+        bed.wait_reconciles(2, Duration::from_secs(30))?;
         ensure!(
             ledger::objects(bed.ledger_dir())?.is_empty(),
             "ObserveOnly recreated the object"
+        );
+        ensure!(
+            ledger::apply_calls(bed.ledger_dir())?.is_empty(),
+            "ObserveOnly asked the provider to apply"
         );
 
         // Deleting the resource destroys nothing (there is nothing, and it would not anyway).
@@ -644,9 +655,12 @@ fn observe_only_without_import_id_is_invalid() -> anyhow::Result<()> {
             );
             bed.wait_event("watcher", "InvalidSpec", CONVERGE)?;
         }
-        std::thread::sleep(Duration::from_secs(2));
+        // Refused at admission there is nothing to reconcile; refused by the operator it waits
+        // for a change. Either way nothing happens from here on.
+        bed.expect_idle(Duration::from_secs(2), "an invalid ObserveOnly spec")?;
         expect_ops(bed, &[])?;
         ensure!(ledger::objects(bed.ledger_dir())?.is_empty());
+        ensure!(ledger::apply_calls(bed.ledger_dir())?.is_empty());
         Ok(())
     })
 }
@@ -672,7 +686,8 @@ fn pause_annotation_holds_changes_until_removed() -> anyhow::Result<()> {
         annotate(bed, "web", "kraken.dev/paused=true")?;
         bed.apply_object("web", spec("web", 5, json!({})))?;
         bed.wait_synced("web", "False", "ReconcilePaused", CONVERGE)?;
-        std::thread::sleep(Duration::from_secs(3));
+        // Paused: nothing is retried until the annotation goes.
+        bed.expect_idle(Duration::from_secs(3), "a paused object")?;
         let live = sole_object(bed)?;
         ensure!(
             num(&live["size"]) == Some(3.0),
@@ -764,11 +779,13 @@ fn drift_is_corrected_on_the_drift_interval() -> anyhow::Result<()> {
             ],
             "{ops:?}"
         );
-        std::thread::sleep(Duration::from_secs(3));
+        // Two more drift checks (every 2 s) find the new object and create no other.
+        bed.wait_reconciles(2, Duration::from_secs(30))?;
         ensure!(
             sole_object(bed)?["id"] == new.as_str(),
             "exactly one object after the recreate"
         );
+        ensure!(ledger_ops(bed)?.len() == 3, "{:?}", ledger_ops(bed)?);
         Ok(())
     })
 }
@@ -794,7 +811,6 @@ fn noop_drift_checks_write_nothing() -> anyhow::Result<()> {
         bed.apply_object("web", spec("web", 3, json!({"driftInterval": "1s"})))?;
         bed.wait_reconciled("web", CONVERGE)?;
         bed.wait_event("web", "Created", CONVERGE)?;
-        std::thread::sleep(Duration::from_secs(2)); // let the create's writes settle
         let quiet = |bed: &FixtureBed| -> anyhow::Result<Quiet> {
             let secret = bed.state_secret("web")?.context("no state Secret")?;
             Ok(Quiet {
@@ -805,20 +821,21 @@ fn noop_drift_checks_write_nothing() -> anyhow::Result<()> {
                 ledger_ops: ledger_ops(bed)?.len(),
             })
         };
-        let before = quiet(bed)?;
-        let runs_before = bed.op.metric("kraken_reconcile_runs_total")?;
-        std::thread::sleep(Duration::from_secs(6)); // about six drift checks
+        // The create's trailing writes (status, Events, the StateDeclaration) are over once a
+        // whole drift check has passed without any.
+        let before = wait_for(CONVERGE, "a drift check that changed nothing", || {
+            let before = quiet(bed)?;
+            bed.wait_reconciles(2, Duration::from_secs(30))?;
+            let after = quiet(bed)?;
+            if after == before {
+                Ok(Some(after))
+            } else {
+                bail!("still settling:\nbefore {before:?}\nafter  {after:?}")
+            }
+        })?;
+        // Three more drift checks, each a full read and plan: nothing written.
+        bed.wait_reconciles(3, Duration::from_secs(30))?;
         let after = quiet(bed)?;
-        let runs_after = bed.op.metric("kraken_reconcile_runs_total")?;
-        eprintln!(
-            "reconciles during the quiet window: {}",
-            runs_after - runs_before
-        );
-        ensure!(
-            runs_after - runs_before >= 3.0,
-            "drift checks every 1s should have run at least 3 reconciles in 6s, ran {}",
-            runs_after - runs_before
-        );
         ensure!(
             after == before,
             "a no-op drift check wrote something:\nbefore {before:?}\nafter  {after:?}"
@@ -1322,25 +1339,74 @@ fn provider_apply_failure_is_reported_without_a_hot_loop() -> anyhow::Result<()>
             "ApplyFailed Event: {event:?}"
         );
 
-        let runs = bed.op.metric("kraken_reconcile_runs_total")?;
-        // Lease renewals (leader election is on) are API writes too, but not the resource's.
-        let resource_writes = || {
-            bed.op.metric_where("kraken_api_writes_total", |labels| {
-                !labels.iter().any(|(k, v)| k == "resource" && v == "leases")
-            })
+        // No hot loop. The provider's own record of the attempts (applies.log) shows them
+        // retried on the documented backoff, 1 s doubling with ±20 % jitter: the gap before
+        // retry n is at least 0.8 × 2^(n-1) s, whatever the load (load only adds to it). A
+        // retry at a fixed 1 Hz fails the second gap.
+        let attempts = |n: usize| -> anyhow::Result<Vec<ledger::ApplyCall>> {
+            wait_for(
+                Duration::from_secs(60),
+                &format!("{n} apply attempts"),
+                || {
+                    let calls = ledger::apply_calls(bed.ledger_dir())?;
+                    if calls.len() >= n && calls[..n].iter().all(|c| c.end.is_some()) {
+                        Ok(Some(calls))
+                    } else {
+                        bail!("{calls:?}")
+                    }
+                },
+            )
         };
-        let writes_before = resource_writes()?;
-        std::thread::sleep(Duration::from_secs(10));
-        let runs = bed.op.metric("kraken_reconcile_runs_total")? - runs;
-        let writes = resource_writes()? - writes_before;
-        eprintln!("in 10s of failing applies: {runs} reconciles, {writes} API writes");
+        // Between retries the operator's counters show what each retry costs: exactly one
+        // reconcile and one create attempt, whose writes are the fenced create's (the
+        // create-attempt annotation before, the state Secret recording the answered attempt
+        // after) and its ApplyFailed Event; the unchanged condition is not rewritten. Counted
+        // from a quiet point in the backoff after attempt 2 to one after attempt 4 (the backoff
+        // after each is at least 1.6 s; quiet means 300 ms without change).
+        attempts(2)?;
+        let after_2 = bed.settle(Duration::from_millis(300), Duration::from_millis(50))?;
+        attempts(4)?;
+        let after_4 = bed.settle(Duration::from_millis(300), Duration::from_millis(50))?;
+        let calls = ledger::apply_calls(bed.ledger_dir())?;
         ensure!(
-            runs <= 10.0,
-            "hot loop: {runs} reconciles in 10s of a failing apply"
+            calls.len() == 4 && calls.iter().all(|c| c.op == "create"),
+            "four create attempts, no more, by the time the counters settled: {calls:?}"
+        );
+        for (n, pair) in calls.windows(2).enumerate() {
+            let gap = Duration::from_nanos(u64::try_from(pair[1].begin - pair[0].begin)?);
+            let least = Duration::from_millis(800) * (1 << n);
+            eprintln!("retry {}: {gap:?} after the attempt before", n + 1);
+            ensure!(
+                gap >= least,
+                "hot loop: retry {} came {gap:?} after the attempt before; the backoff is at \
+                 least {least:?}",
+                n + 1
+            );
+        }
+        eprintln!(
+            "two retries: {after_2:?} -> {after_4:?}, writes {:?}",
+            after_4.writes_since(&after_2)
         );
         ensure!(
-            writes <= 30.0,
-            "hot loop: {writes} API writes in 10s of a failing apply"
+            after_4.reconciles - after_2.reconciles == 2.0
+                && after_4.apply_calls - after_2.apply_calls == 2
+                && after_4.ledger_events == after_2.ledger_events,
+            "two retries must be two reconciles and two applies, and change nothing: \
+             {after_2:?} -> {after_4:?}"
+        );
+        let writes = after_4.writes_since(&after_2);
+        let fenced_attempts: std::collections::BTreeMap<String, f64> = [
+            ("patch objects", 2.0),
+            ("apply secrets", 2.0),
+            ("create events", 2.0),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_owned(), n))
+        .collect();
+        ensure!(
+            writes == fenced_attempts,
+            "two retries write two fenced attempts and two ApplyFailed Events, nothing more: \
+             {writes:?}"
         );
         expect_ops(bed, &[]).context("fail_apply never touches the ledger")?;
         ensure!(bed.op.exit_status()?.is_none(), "the operator exited");

@@ -304,6 +304,15 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             pet["status"]["atProvider"]["id"] == id.as_str(),
             "the Pet changed: {pet}"
         );
+        let pet_runs = || {
+            bed.op
+                .metric_where("kraken_reconcile_runs_total", |labels| {
+                    labels
+                        .iter()
+                        .any(|(k, v)| k == "kind" && v == "Pet.random.tf.kraken.dev")
+                })
+        };
+        let runs_before = pet_runs()?;
         bed.cp.kubectl(&[
             "patch",
             "pets.random.tf.kraken.dev",
@@ -314,7 +323,17 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             "-p",
             r#"{"spec":{"forProvider":{"length":3}}}"#,
         ])?;
-        std::thread::sleep(Duration::from_secs(3));
+        // An observation window (nothing can signal an absence): a running Pet controller
+        // reconciles a new generation within milliseconds; a suspended one never does.
+        let window = std::time::Instant::now();
+        while window.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(kraken_tests::WAIT_POLL_INTERVAL);
+            let runs = pet_runs()?;
+            ensure!(
+                runs == runs_before,
+                "a suspended kind was reconciled: {runs_before} -> {runs} Pet reconciles"
+            );
+        }
         let pet = bed
             .cp
             .get_json(&bed.ns, "pets.random.tf.kraken.dev", "web")?;

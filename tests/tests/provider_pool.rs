@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use kraken_bridge::provider::lifecycle;
@@ -16,7 +16,7 @@ use kraken_bridge::provider::{
 };
 use kraken_bridge::value::Value;
 use kraken_bridge::value::kube::from_kube_json;
-use kraken_tests::ledger::live_objects;
+use kraken_tests::ledger::{apply_calls, live_objects, max_in_flight};
 use kraken_tests::{ProviderBin, TestEnv};
 use serde_json::json;
 
@@ -180,10 +180,16 @@ async fn a_new_generation_rolls_the_process_after_its_last_user() -> anyhow::Res
         .await?;
     assert_ne!(old_plugin.pid(), plugin(&new).await?.pid());
 
-    // Still held: the old process keeps serving its in-flight user.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!old_plugin.has_exited(), "retired while still in use");
+    // Still held: the old process keeps serving its in-flight user, itself and not a
+    // replacement: the call lands in the old generation's ledger from the same process.
     create_object(old.as_ref(), "late-old").await?;
+    assert!(!old_plugin.has_exited(), "retired while still in use");
+    assert_eq!(
+        plugin(&old).await?.pid(),
+        old_plugin.pid(),
+        "the old generation's host relaunched its process"
+    );
+    assert_eq!(pool.stats().launches, 2);
     drop(old);
     wait_exited(&old_plugin, Duration::from_secs(5)).await?;
 
@@ -245,13 +251,15 @@ async fn a_rejected_config_is_reported_and_not_cached() -> anyhow::Result<()> {
 async fn idle_processes_are_reaped_and_relaunched_on_demand() -> anyhow::Result<()> {
     let random = TestEnv::load()?.provider("random")?;
     let config = provider_config(&random, json!({})).await?;
-    let pool = pool(4, Duration::from_millis(300));
+    // A zero idle timeout: every process is past it at once, so what keeps one alive can only
+    // be that it is held (no waiting for a timeout to pass).
+    let pool = pool(4, Duration::ZERO);
     let k = key(&random, "team-a/default", 1);
 
     let host = pool.get(&k, launch(&random, &[]), &config).await?;
     let first = plugin(&host).await?;
-    tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(pool.reap_idle().await, 0, "a held host is never reaped");
+    assert!(!first.has_exited());
     drop(host);
     assert_eq!(pool.reap_idle().await, 1);
     assert!(first.has_exited());
@@ -271,18 +279,17 @@ async fn idle_processes_are_reaped_and_relaunched_on_demand() -> anyhow::Result<
 
 #[tokio::test]
 async fn concurrency_per_process_is_bounded() -> anyhow::Result<()> {
-    const DELAY_MS: u64 = 300;
+    // Long enough that six applies started at once pile up behind the bound.
+    const DELAY_MS: &str = "300";
     let fixture = TestEnv::load()?.provider("fixture")?;
     let ledger = kraken_tests::scratch_dir("pool-slow-")?;
     let config = provider_config(&fixture, ledger_config(ledger.path())).await?;
     let pool = pool(2, Duration::from_secs(60));
-    let delay = DELAY_MS.to_string();
-    let opts = launch(&fixture, &[("KRAKEN_FIXTURE_APPLY_DELAY_MS", &delay)]);
+    let opts = launch(&fixture, &[("KRAKEN_FIXTURE_APPLY_DELAY_MS", DELAY_MS)]);
     let host = pool
         .get(&key(&fixture, "team-a/default", 1), opts, &config)
         .await?;
 
-    let started = Instant::now();
     let mut applies = tokio::task::JoinSet::new();
     for i in 0..6 {
         let host = host.clone();
@@ -291,11 +298,15 @@ async fn concurrency_per_process_is_bounded() -> anyhow::Result<()> {
     while let Some(done) = applies.join_next().await {
         done??;
     }
-    let elapsed = started.elapsed();
-    // 6 applies, 2 at a time: three rounds of the fixture's delay at least.
-    assert!(
-        elapsed >= Duration::from_millis(3 * DELAY_MS - 50),
-        "6 applies finished in {elapsed:?}; the bound of 2 was not enforced"
+    // The provider's own record of when each ApplyResourceChange began and returned: never
+    // more than 2 at once, and 2 at once did happen (the bound is used, not serialised).
+    let calls = apply_calls(ledger.path())?;
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    assert!(calls.iter().all(|c| c.end.is_some()), "{calls:?}");
+    assert_eq!(
+        max_in_flight(&calls),
+        2,
+        "applies in flight at once in the provider: {calls:#?}"
     );
     assert_eq!(live_objects(ledger.path()), 6);
     pool.shutdown_all().await;

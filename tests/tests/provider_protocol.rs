@@ -15,7 +15,7 @@ use kraken_bridge::provider::{
 };
 use kraken_bridge::value::kube::from_kube_json;
 use kraken_bridge::value::{AttrPath, Value};
-use kraken_tests::ledger::{events, live_objects};
+use kraken_tests::ledger::{apply_calls, events, live_objects};
 use kraken_tests::{ProviderBin, TestEnv};
 use serde_json::json;
 
@@ -517,9 +517,10 @@ async fn crash_mid_apply_fails_the_request_and_next_request_gets_a_fresh_process
 async fn provider_killed_during_a_slow_request_is_detected() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let ledger = kraken_tests::scratch_dir("fixture-ledger-")?;
+    // The apply would take ten minutes: only noticing the process die can end it early.
     let host = configured(
         &env.provider("fixture")?,
-        &[("KRAKEN_FIXTURE_APPLY_DELAY_MS", "3000".into())],
+        &[("KRAKEN_FIXTURE_APPLY_DELAY_MS", "600000".into())],
         json!({"ledger_dir": ledger.path().to_string_lossy()}),
     )
     .await?;
@@ -527,29 +528,56 @@ async fn provider_killed_during_a_slow_request_is_detected() -> anyhow::Result<(
     let cfg = config(p, "fixture_object", json!({"name": "slow"})).await?;
     let plan = lifecycle::plan(p, "fixture_object", &Value::Null, &[], &cfg).await?;
     let plugin = host.plugin().await.context("running plugin")?;
+    let first_pid = plugin.pid();
+    let ledger_dir = ledger.path().to_path_buf();
     let killer = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        // Kill it once the provider has begun the apply (its applies.log says so).
+        loop {
+            match apply_calls(&ledger_dir) {
+                Ok(calls) if !calls.is_empty() => break,
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                Err(e) => return Err(e),
+            }
+        }
         plugin.kill().await;
+        Ok(())
     });
-    let started = std::time::Instant::now();
-    let result = lifecycle::apply(p, &plan).await;
-    killer.await?;
-    assert!(
-        matches!(
-            result,
-            Err(LifecycleError::Provider(ProviderError::Crashed { .. }))
+    // Hang guard only: a missed crash would wait for the ten-minute apply.
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        lifecycle::apply(p, &plan),
+    )
+    .await
+    .context("a killed provider's apply must fail, not wait for an answer")?;
+    killer.await??;
+    match result {
+        Err(LifecycleError::Provider(ProviderError::Crashed { rpc })) => {
+            assert_eq!(rpc, "apply_resource_change")
+        }
+        Ok(applied) => bail!(
+            "an apply whose provider was killed was reported as success: {:?}",
+            applied.new_state
         ),
-        "expected a crash, got {result:?}"
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_millis(2500),
-        "crash must be detected promptly"
+        Err(other) => bail!("expected a crash error, got {other}"),
+    }
+    let calls = apply_calls(ledger.path())?;
+    ensure!(
+        calls.len() == 1 && calls[0].end.is_none(),
+        "the one apply began and never returned: {calls:?}"
     );
     assert_eq!(
         live_objects(ledger.path()),
         0,
         "killed before the object was written"
     );
+
+    // The next call launches a new process.
+    let again = lifecycle::plan(p, "fixture_object", &Value::Null, &[], &cfg).await?;
+    assert_eq!(again.action, Action::Create);
+    let second_pid = host.plugin().await.and_then(|c| c.pid());
+    assert_ne!(first_pid, second_pid);
+    assert_eq!(host.launches(), 2);
+    host.shutdown().await;
     Ok(())
 }
 

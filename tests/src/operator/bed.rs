@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::{Operator, OperatorOptions};
+use super::{Operator, OperatorOptions, metric_samples, metric_sum};
 use crate::{ControlPlane, repo_root, scratch_dir, wait_for};
 
 /// API group/version and kind of the fixture provider's `fixture_object`.
@@ -198,6 +198,96 @@ impl FixtureBed {
             .get_json_opt(&self.ns, "secret", &state_secret_name(OBJECT_KIND, name))
     }
 
+    /// What the operator and the provider have done so far (see [`Activity`]).
+    pub fn activity(&self) -> anyhow::Result<Activity> {
+        let text = self.op.metrics()?;
+        let mut writes = std::collections::BTreeMap::new();
+        for (labels, n) in metric_samples(&text, "kraken_api_writes_total") {
+            let label = |key: &str| {
+                labels
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map_or("", |(_, v)| v.as_str())
+                    .to_owned()
+            };
+            if label("resource") != "leases" {
+                let key = format!("{} {}", label("verb"), label("resource"));
+                *writes.entry(key).or_insert(0.0) += n;
+            }
+        }
+        Ok(Activity {
+            reconciles: metric_sum(&text, "kraken_reconcile_runs_total").unwrap_or(0.0),
+            writes,
+            ledger_events: crate::ledger::event_log(self.ledger_dir())?.len(),
+            apply_calls: crate::ledger::apply_calls(self.ledger_dir())?.len(),
+        })
+    }
+
+    /// "No hot loop", as a count: wait until the operator's [`Activity`] has stayed unchanged
+    /// for [`SETTLE_QUIET`] (the trailing writes of what the test waited for), then require it
+    /// to stay exactly unchanged for a further `window`: no reconcile, no API write (Lease
+    /// renewals aside), no provider apply, no change in the cloud. Settling is bounded by
+    /// [`SETTLE_TIMEOUT`], so an operator that never goes quiet fails here too. `what` says
+    /// what is waiting, for the failure message. Returns the activity it stayed at.
+    pub fn expect_idle(&self, window: Duration, what: &str) -> anyhow::Result<Activity> {
+        let started = std::time::Instant::now();
+        let seen = self
+            .settle(SETTLE_QUIET, crate::WAIT_POLL_INTERVAL)
+            .with_context(|| what.to_string())?;
+        let settled = started.elapsed();
+        let window_start = std::time::Instant::now();
+        while window_start.elapsed() < window {
+            std::thread::sleep(crate::WAIT_POLL_INTERVAL);
+            let now = self.activity()?;
+            if now != seen {
+                bail!(
+                    "{what}: the operator was idle for {SETTLE_QUIET:?} (settled after \
+                     {:.1}s), then acted again {:.1}s into the {window:?} window:\n  before \
+                     {seen:?}\n  after  {now:?}",
+                    settled.as_secs_f64(),
+                    window_start.elapsed().as_secs_f64()
+                );
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Wait until the [`Activity`] has stayed unchanged for `quiet` (polled every `poll`, at
+    /// most [`SETTLE_TIMEOUT`]) and return it.
+    pub fn settle(&self, quiet: Duration, poll: Duration) -> anyhow::Result<Activity> {
+        let started = std::time::Instant::now();
+        let mut seen = self.activity()?;
+        let mut since = std::time::Instant::now();
+        while since.elapsed() < quiet {
+            if started.elapsed() > SETTLE_TIMEOUT {
+                bail!(
+                    "the operator never stayed idle for {quiet:?} within {SETTLE_TIMEOUT:?}; \
+                     last activity {seen:?}"
+                );
+            }
+            std::thread::sleep(poll);
+            let now = self.activity()?;
+            if now != seen {
+                (seen, since) = (now, std::time::Instant::now());
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Wait until the operator has run `n` more reconciles than it had when called (drift
+    /// checks, retries): the operator has had `n` more chances to act.
+    pub fn wait_reconciles(&self, n: u32, timeout: Duration) -> anyhow::Result<()> {
+        let from = self.activity()?.reconciles;
+        wait_for(timeout, &format!("{n} more reconciles than {from}"), || {
+            let now = self.activity()?.reconciles;
+            if now >= from + f64::from(n) {
+                Ok(Some(()))
+            } else {
+                bail!("{} more so far", now - from)
+            }
+        })
+    }
+
     /// Finish a test: on failure, attach the operator's log tail to the error; on success,
     /// also fail if the operator log shows a panic.
     pub fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
@@ -218,6 +308,37 @@ impl FixtureBed {
                 self.op.log_tail(80)
             ))),
         }
+    }
+}
+
+/// How long [`FixtureBed::expect_idle`] needs the operator to have been idle before its window.
+pub const SETTLE_QUIET: Duration = Duration::from_secs(2);
+/// How long [`FixtureBed::expect_idle`] waits for the operator to settle at most.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the operator and the provider have done so far: the operator's own counters
+/// (`kraken_reconcile_runs_total`, and `kraken_api_writes_total` without Lease renewals, which
+/// leader election makes on a timer) and the fixture ledger (real mutations in `events.log`,
+/// ApplyResourceChange calls in `applies.log`). Equal activities mean nothing happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activity {
+    pub reconciles: f64,
+    /// API writes by `"<verb> <resource>"`, Lease renewals left out.
+    pub writes: std::collections::BTreeMap<String, f64>,
+    pub ledger_events: usize,
+    pub apply_calls: usize,
+}
+
+impl Activity {
+    /// The API writes made since `earlier`, by `"<verb> <resource>"` (only those that grew).
+    pub fn writes_since(&self, earlier: &Activity) -> std::collections::BTreeMap<String, f64> {
+        self.writes
+            .iter()
+            .filter_map(|(k, n)| {
+                let d = n - earlier.writes.get(k).copied().unwrap_or(0.0);
+                (d != 0.0).then(|| (k.clone(), d))
+            })
+            .collect()
     }
 }
 

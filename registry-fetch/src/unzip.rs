@@ -1,9 +1,18 @@
 //! Safe extraction of provider packages. A package is untrusted input until its hash has been
 //! checked, and even a correctly signed archive must not be able to write outside its target:
-//! entry names that escape (absolute, `..`), symlinks that point outside, more data than the
-//! limits allow, and duplicate names are refused. Unix permission bits are kept (the provider
-//! must stay executable), set-id bits are dropped.
+//! entry names that escape (absolute, `..`), symlinks that resolve outside, writes through a
+//! symlink, more data than the limits allow, and duplicate names are refused. Unix permission
+//! bits are kept (the provider must stay executable), set-id bits are dropped.
+//!
+//! Symlinks are judged against the real filesystem as it is being built, not lexically: a link
+//! may point through links extracted before it (`a/b -> ..`, then `c -> a/b/../..` climbs out),
+//! so each link is resolved step by step, following what is already on disk. Relative links that
+//! stay inside the package (to a file or a directory) are kept, because real packages ship them;
+//! but no entry is ever created through a symlink, so a link can only be read, never written
+//! through. On error the destination may hold a partial tree: extract into a private staging
+//! directory and delete it on failure (the installer does).
 
+use std::ffi::OsString;
 use std::io::{self, Read as _};
 use std::path::{Component, Path, PathBuf};
 
@@ -28,9 +37,17 @@ impl Default for UnzipLimits {
 
 const S_IFMT: u32 = 0o170_000;
 const S_IFLNK: u32 = 0o120_000;
+/// PATH_MAX: a longer link target is no path any system would follow.
+const MAX_LINK_LEN: u64 = 4096;
+/// Linux gives up after 40 links in one lookup (ELOOP); a package needs nowhere near that.
+const MAX_LINK_HOPS: usize = 40;
 
-/// Extract `archive` into the empty directory `dest`.
+type Entry<'a> = zip::read::ZipFile<'a, io::BufReader<std::fs::File>>;
+
+/// Extract `archive` into the empty (or not yet existing) directory `dest`.
 pub fn extract(archive: &Path, dest: &Path, limits: UnzipLimits) -> Result<()> {
+    std::fs::create_dir_all(dest)
+        .map_err(Error::io(format!("failed to create {}", dest.display())))?;
     let file = std::fs::File::open(archive)
         .map_err(Error::io(format!("failed to open {}", archive.display())))?;
     let mut zip =
@@ -43,30 +60,36 @@ pub fn extract(archive: &Path, dest: &Path, limits: UnzipLimits) -> Result<()> {
         )));
     }
     let mut written = 0u64;
+    let mut links = Vec::new();
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i).map_err(|e| invalid(archive, e))?;
-        let raw_name = entry.name().map_err(|e| invalid(archive, e))?.into_owned();
-        let rel = safe_relative_path(&raw_name)?;
-        let target = dest.join(&rel);
+        let name = entry.name().map_err(|e| invalid(archive, e))?.into_owned();
+        let rel = safe_relative_path(&name)?;
         if entry.is_dir() {
-            create_dir(&target)?;
+            make_dirs(dest, &rel, &name)?;
             continue;
         }
-        if let Some(parent) = target.parent() {
-            create_dir(parent)?;
+        if let Some(parent) = rel.parent() {
+            make_dirs(dest, parent, &name)?;
         }
+        refuse_link_at(dest, &rel, &name)?;
+        let target = dest.join(&rel);
         let mode = entry.unix_mode();
         if mode.is_some_and(|m| m & S_IFMT == S_IFLNK) {
-            let mut link = String::new();
-            entry
-                .read_to_string(&mut link)
-                .map_err(|e| invalid(archive, e))?;
-            make_symlink(&rel, &link, &target)?;
+            let link = read_link_target(&mut entry, &name, archive)?;
+            check_link(dest, &rel, &link, &name)?;
+            make_symlink(&link, &target)?;
+            links.push((rel, link, name));
             continue;
         }
         let remaining = limits.max_total_bytes.saturating_sub(written);
         written += write_file(&mut entry, &target, remaining, archive)?;
         set_mode(&target, mode, &rel)?;
+    }
+    // A link judged harmless when it was made can change meaning once later entries exist
+    // (`l -> x/..` made before `x -> .`): judge every link again against the finished tree.
+    for (rel, link, name) in &links {
+        check_link(dest, rel, link, name)?;
     }
     Ok(())
 }
@@ -94,33 +117,148 @@ fn safe_relative_path(name: &str) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// A symlink is allowed only when its target stays inside the package.
-fn make_symlink(rel: &Path, link: &str, target: &Path) -> Result<()> {
-    let mut depth: i64 = rel.components().count() as i64 - 1;
-    for c in Path::new(link).components() {
-        match c {
-            Component::Normal(_) => depth += 1,
-            Component::CurDir => {}
-            Component::ParentDir => depth -= 1,
-            _ => depth = -1,
-        }
-        if depth < 0 {
-            return Err(unsafe_archive(format!(
-                "symlink {} -> {link:?} points outside the package",
-                rel.display()
-            )));
+/// Create `dest/rel` one directory at a time, refusing to pass through (or end at) a symlink:
+/// `create_dir_all` would follow an extracted link and create directories wherever it points.
+fn make_dirs(dest: &Path, rel: &Path, name: &str) -> Result<()> {
+    let mut at = dest.to_path_buf();
+    let mut shown = PathBuf::new();
+    for part in rel.components() {
+        at.push(part);
+        shown.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => return Err(through_link(name, &shown)),
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(unsafe_archive(format!(
+                    "entry {name:?} needs {} to be a directory, but the archive made it a file",
+                    shown.display()
+                )));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir(&at)
+                    .map_err(Error::io(format!("failed to create {}", at.display())))?;
+            }
+            Err(e) => {
+                return Err(Error::Io {
+                    context: format!("failed to inspect {}", at.display()),
+                    source: e,
+                });
+            }
         }
     }
+    Ok(())
+}
+
+/// An entry whose own path is already a symlink would replace or write through it.
+fn refuse_link_at(dest: &Path, rel: &Path, name: &str) -> Result<()> {
+    match std::fs::symlink_metadata(dest.join(rel)) {
+        Ok(m) if m.file_type().is_symlink() => Err(through_link(name, rel)),
+        _ => Ok(()),
+    }
+}
+
+fn read_link_target(entry: &mut Entry<'_>, name: &str, archive: &Path) -> Result<String> {
+    let mut link = String::new();
+    entry
+        .take(MAX_LINK_LEN + 1)
+        .read_to_string(&mut link)
+        .map_err(|e| invalid(archive, e))?;
+    if link.is_empty() || link.len() as u64 > MAX_LINK_LEN || link.contains('\0') {
+        return Err(unsafe_archive(format!(
+            "symlink {name:?} has an invalid target"
+        )));
+    }
+    Ok(link)
+}
+
+/// One step of a path walk below the destination.
+enum Step {
+    Up,
+    Down(OsString),
+}
+
+/// Queue `path`'s components so that popping yields them in order; `None` if it is absolute.
+fn push_steps(pending: &mut Vec<Step>, path: &Path) -> Option<()> {
+    let mut steps = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(part) => steps.push(Step::Down(part.to_os_string())),
+            Component::ParentDir => steps.push(Step::Up),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    pending.extend(steps.into_iter().rev());
+    Some(())
+}
+
+/// The link at `rel` pointing to `link` must resolve inside `dest`, following every symlink
+/// already on disk the way the kernel would. Missing components are taken lexically (the kernel
+/// would fail on them, which is harmless).
+fn check_link(dest: &Path, rel: &Path, link: &str, name: &str) -> Result<()> {
+    let refuse = |why: &str| {
+        Err(unsafe_archive(format!(
+            "symlink {name:?} -> {link:?} {why}"
+        )))
+    };
+    let mut at: Vec<OsString> = rel
+        .parent()
+        .into_iter()
+        .flat_map(Path::components)
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    let mut pending = Vec::new();
+    if push_steps(&mut pending, Path::new(link)).is_none() {
+        return refuse("is absolute");
+    }
+    let mut hops = 0;
+    while let Some(step) = pending.pop() {
+        let Step::Down(part) = step else {
+            if at.pop().is_none() {
+                return refuse("points outside the package");
+            }
+            continue;
+        };
+        at.push(part);
+        let here: PathBuf = std::iter::once(dest.as_os_str())
+            .chain(at.iter().map(OsString::as_os_str))
+            .collect();
+        let Ok(meta) = std::fs::symlink_metadata(&here) else {
+            continue;
+        };
+        if !meta.file_type().is_symlink() {
+            continue;
+        }
+        hops += 1;
+        if hops > MAX_LINK_HOPS {
+            return refuse("goes through too many symlinks");
+        }
+        let next = std::fs::read_link(&here)
+            .map_err(Error::io(format!("failed to read {}", here.display())))?;
+        at.pop();
+        if push_steps(&mut pending, &next).is_none() {
+            return refuse("goes through a symlink to an absolute path");
+        }
+    }
+    Ok(())
+}
+
+fn make_symlink(link: &str, target: &Path) -> Result<()> {
     #[cfg(unix)]
     {
-        std::os::unix::fs::symlink(link, target).map_err(Error::io(format!(
-            "failed to create symlink {}",
-            target.display()
-        )))
+        std::os::unix::fs::symlink(link, target).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => {
+                unsafe_archive(format!("duplicate entry {}", target.display()))
+            }
+            _ => Error::Io {
+                context: format!("failed to create symlink {}", target.display()),
+                source: e,
+            },
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = target;
+        let _ = (link, target);
         Err(unsafe_archive(
             "symlinks in packages are only supported on unix".into(),
         ))
@@ -129,12 +267,7 @@ fn make_symlink(rel: &Path, link: &str, target: &Path) -> Result<()> {
 
 /// Copy one entry, refusing to overwrite (`create_new`: a duplicate name or an earlier symlink
 /// must not redirect the write) and stopping once the size budget is exceeded.
-fn write_file(
-    entry: &mut zip::read::ZipFile<'_, io::BufReader<std::fs::File>>,
-    target: &Path,
-    budget: u64,
-    archive: &Path,
-) -> Result<u64> {
+fn write_file(entry: &mut Entry<'_>, target: &Path, budget: u64, archive: &Path) -> Result<u64> {
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -191,8 +324,11 @@ fn set_mode(target: &Path, mode: Option<u32>, rel: &Path) -> Result<()> {
     }
 }
 
-fn create_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(Error::io(format!("failed to create {}", dir.display())))
+fn through_link(name: &str, link: &Path) -> Error {
+    unsafe_archive(format!(
+        "entry {name:?} would be written through the symlink {}",
+        link.display()
+    ))
 }
 
 fn unsafe_archive(reason: String) -> Error {
@@ -207,94 +343,5 @@ fn invalid(archive: &Path, e: impl std::error::Error + Send + Sync + 'static) ->
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write as _;
-
-    /// (name, content or link target, unix mode)
-    type Entry<'a> = (&'a str, &'a [u8], u32);
-
-    fn zip_with(entries: &[Entry<'_>]) -> anyhow::Result<tempfile::NamedTempFile> {
-        let file = tempfile::NamedTempFile::new()?;
-        let mut w = zip::ZipWriter::new(file.reopen()?);
-        for (name, data, mode) in entries {
-            let opts = zip::write::SimpleFileOptions::default().unix_permissions(*mode);
-            if mode & S_IFMT == S_IFLNK {
-                w.add_symlink(*name, std::str::from_utf8(data)?, opts)?;
-            } else {
-                w.start_file(*name, opts)?;
-                w.write_all(data)?;
-            }
-        }
-        w.finish()?;
-        Ok(file)
-    }
-
-    #[test]
-    fn keeps_exec_bit_and_layout() -> anyhow::Result<()> {
-        use std::os::unix::fs::PermissionsExt as _;
-        let z = zip_with(&[
-            ("terraform-provider-x_v1.0.0", b"bin", 0o755),
-            ("docs/README", b"r", 0o644),
-        ])?;
-        let out = tempfile::tempdir()?;
-        extract(z.path(), out.path(), UnzipLimits::default())?;
-        let meta = std::fs::metadata(out.path().join("terraform-provider-x_v1.0.0"))?;
-        assert_eq!(meta.permissions().mode() & 0o777, 0o755);
-        assert_eq!(std::fs::read(out.path().join("docs/README"))?, b"r");
-        Ok(())
-    }
-
-    #[test]
-    fn refuses_escapes_links_out_and_bombs() -> anyhow::Result<()> {
-        let cases: Vec<(&str, Vec<Entry<'_>>)> = vec![
-            ("dotdot", vec![("../evil", b"x", 0o644)]),
-            ("nested dotdot", vec![("a/../../evil", b"x", 0o644)]),
-            ("absolute", vec![("/tmp/evil", b"x", 0o644)]),
-            (
-                "link out",
-                vec![("l", b"../../etc/passwd", S_IFLNK | 0o777)],
-            ),
-            (
-                "absolute link",
-                vec![("l", b"/etc/passwd", S_IFLNK | 0o777)],
-            ),
-            ("too big", vec![("f", &[0u8; 4096], 0o644)]),
-        ];
-        let limits = UnzipLimits {
-            max_total_bytes: 1024,
-            max_entries: 10,
-        };
-        for (name, entries) in cases {
-            let z = zip_with(&entries)?;
-            let out = tempfile::tempdir()?;
-            let err = extract(z.path(), out.path(), limits).expect_err(name);
-            assert!(matches!(err, Error::UnsafeArchive { .. }), "{name}: {err}");
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn links_inside_the_package_are_kept() -> anyhow::Result<()> {
-        let z = zip_with(&[
-            ("bin/real", b"x", 0o755),
-            ("bin/alias", b"real", S_IFLNK | 0o777),
-        ])?;
-        let out = tempfile::tempdir()?;
-        extract(z.path(), out.path(), UnzipLimits::default())?;
-        assert_eq!(std::fs::read(out.path().join("bin/alias"))?, b"x");
-        Ok(())
-    }
-
-    #[test]
-    fn truncated_archive_is_invalid() -> anyhow::Result<()> {
-        let z = zip_with(&[("f", &[7u8; 10_000], 0o644)])?;
-        let bytes = std::fs::read(z.path())?;
-        let cut = tempfile::NamedTempFile::new()?;
-        std::fs::write(cut.path(), &bytes[..bytes.len() / 2])?;
-        let out = tempfile::tempdir()?;
-        let err = extract(cut.path(), out.path(), UnzipLimits::default()).expect_err("truncated");
-        assert!(matches!(err, Error::InvalidArchive { .. }), "{err}");
-        Ok(())
-    }
-}
+#[path = "unzip_tests.rs"]
+mod tests;

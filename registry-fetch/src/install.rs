@@ -1,12 +1,14 @@
 //! The installer: resolve a version, reuse the cache when it holds a matching package, otherwise
 //! fetch, authenticate, unpack, hash and move the package into the cache atomically. Steps:
 //!
-//! `select_version → cache lookup → (lock) → package_meta → obtain → authenticate → unpack →
-//! hash → check lock file → commit`
+//! `select_version → cache lookup → (lock) → package_meta → obtain → authenticate → check zip
+//! hashes → unpack → hash → check all hashes → commit`
 //!
-//! Everything before `commit` happens in a private staging directory inside the cache, so a
-//! failure at any step leaves nothing behind, and a concurrent process sees either no package
-//! or a complete one.
+//! A zip is checked against every hash that can judge it (the registry's shasum, a mirror's
+//! `zh:` hashes, the lock file's) before it is unpacked. Only `h1:` hashes need the unpacked
+//! files; the package is then unpacked and hashed in a private staging directory inside the
+//! cache. Everything before `commit` happens there, so a failure at any step leaves nothing
+//! behind, and a concurrent process sees either no package or a complete one.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use crate::address::{Platform, ProviderAddress};
 use crate::cache::PluginCache;
 use crate::error::{Error, Result};
-use crate::hash::{PackageHash, dir_hash, hex, parse_sha256_hex, sha256_file};
+use crate::hash::{HashScheme, PackageHash, dir_hash, hex, parse_sha256_hex, sha256_file};
 use crate::http::HttpClient;
 use crate::lockfile::ProviderLock;
 use crate::progress::Progress;
@@ -233,7 +235,10 @@ impl Installer {
             }
             _ => None,
         };
-        if let Some((zip, _)) = &obtained.zip {
+        let zh = obtained.zip.as_ref().map(|(_, sha)| PackageHash::zip(sha));
+        if let (Some((zip, _)), Some(zh)) = (&obtained.zip, &zh) {
+            // An archive that is not the one the hashes name is refused before it is unpacked.
+            self.check_hashes(req, meta, &[zh], false)?;
             let (zip, dest, limits) = (zip.clone(), obtained.unpacked.clone(), self.unzip_limits);
             blocking(move || unzip::extract(&zip, &dest, limits)).await?;
         }
@@ -241,8 +246,8 @@ impl Installer {
         let h1 =
             blocking(move || dir_hash(&unpacked).map_err(Error::io("failed to hash the package")))
                 .await?;
-        let zh = obtained.zip.as_ref().map(|(_, sha)| PackageHash::zip(sha));
-        let locked = self.check_hashes(req, meta, &h1, zh.as_ref())?;
+        let actual: Vec<&PackageHash> = std::iter::once(&h1).chain(&zh).collect();
+        let locked = self.check_hashes(req, meta, &actual, true)?;
         let dir = self.cache.commit(
             &obtained.unpacked,
             &meta.provider,
@@ -276,17 +281,23 @@ impl Installer {
     }
 
     /// The package must match the source's own hashes (mirrors) and the lock file's hashes for
-    /// this version; returns the latter.
+    /// this version; returns the latter. Called twice: with the zip's `zh:` before unpacking,
+    /// when a list that names `h1:` hashes cannot decide yet (they cover the unpacked files,
+    /// and a mirror may repack the same files, as Terraform allows), and with every hash once
+    /// the package is unpacked into private staging.
     fn check_hashes(
         &self,
         req: &InstallRequest,
         meta: &PackageMeta,
-        h1: &PackageHash,
-        zh: Option<&PackageHash>,
+        actual: &[&PackageHash],
+        unpacked: bool,
     ) -> Result<BTreeSet<PackageHash>> {
-        let actual: Vec<&PackageHash> = std::iter::once(h1).chain(zh).collect();
+        let refused = |expected: &[&PackageHash]| {
+            !actual.iter().any(|h| expected.contains(h))
+                && (unpacked || !expected.iter().any(|h| h.scheme() == Some(HashScheme::H1)))
+        };
         if let Authentication::Hashes(expected) = &meta.authentication
-            && !actual.iter().any(|h| expected.contains(h))
+            && refused(&expected.iter().collect::<Vec<_>>())
         {
             return Err(Error::ChecksumMismatch {
                 what: format!(
@@ -300,7 +311,7 @@ impl Installer {
             });
         }
         let locked = locked_hashes(req, &meta.version);
-        if !locked.is_empty() && !actual.iter().any(|h| locked.contains(*h)) {
+        if !locked.is_empty() && refused(&locked.iter().collect::<Vec<_>>()) {
             return Err(Error::LockMismatch {
                 provider: meta.provider.clone(),
                 version: meta.version.clone(),

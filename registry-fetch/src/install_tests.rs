@@ -1,5 +1,6 @@
 //! Installer pipeline against the in-memory `MockSource` and local zips: version selection,
-//! cache hits that ask the source nothing, protocol checks, memoization.
+//! cache hits that ask the source nothing, protocol checks, memoization, and hash checks that
+//! refuse a package before it is unpacked or before it reaches the cache.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -133,5 +134,109 @@ async fn memoize_asks_once() -> anyhow::Result<()> {
         memo.available_versions(&unknown).await,
         Err(Error::UnknownProvider { .. })
     ));
+    Ok(())
+}
+
+/// A mirror's package (`authentication`) for acme/thing 1.0.0 served from the zip `zip`.
+fn mirror_setup(zip: PathBuf, authentication: Authentication) -> anyhow::Result<Setup> {
+    let s = setup(&[])?;
+    s.mock.add(PackageMeta {
+        provider: s.provider.clone(),
+        version: "1.0.0".parse()?,
+        platform: Platform::current(),
+        filename: "terraform-provider-thing_1.0.0.zip".into(),
+        protocols: Vec::new(),
+        location: PackageLocation::LocalArchive(zip),
+        authentication,
+    });
+    Ok(s)
+}
+
+/// A zip that unpacking refuses (it climbs out): a hash error instead proves it was never
+/// unpacked.
+fn hostile_zip(dir: &Path) -> anyhow::Result<PathBuf> {
+    let path = dir.join("hostile.zip");
+    let mut w = zip::ZipWriter::new(std::fs::File::create(&path)?);
+    w.start_file("../escape", zip::write::SimpleFileOptions::default())?;
+    w.write_all(b"pwned")?;
+    w.finish()?;
+    Ok(path)
+}
+
+/// No package directory and no staging left behind.
+fn assert_cache_clean(s: &Setup) -> anyhow::Result<()> {
+    let pkg = PluginCache::new(s.cache.path()).package_dir(
+        &s.provider,
+        &"1.0.0".parse()?,
+        &Platform::current(),
+    );
+    assert!(!pkg.exists(), "{} exists", pkg.display());
+    let staging = s.cache.path().join(".kraken/tmp");
+    let left: Vec<_> = match std::fs::read_dir(&staging) {
+        Ok(rd) => rd.collect::<std::io::Result<_>>()?,
+        Err(_) => Vec::new(),
+    };
+    assert!(left.is_empty(), "staging holds {left:?}");
+    Ok(())
+}
+
+fn other_zh() -> PackageHash {
+    PackageHash::zip(&[0xab; 32])
+}
+
+#[tokio::test]
+async fn mirror_zip_with_wrong_zh_is_refused_before_unpacking() -> anyhow::Result<()> {
+    let files = tempfile::tempdir()?;
+    let zip = hostile_zip(files.path())?;
+    let s = mirror_setup(zip, Authentication::Hashes(vec![other_zh()]))?;
+    let err = installer(&s, s.mock.clone())?
+        .install(&request(&s, "")?, &crate::NoProgress)
+        .await
+        .expect_err("wrong zh");
+    assert!(matches!(err, Error::ChecksumMismatch { .. }), "{err}");
+    assert_cache_clean(&s)
+}
+
+#[tokio::test]
+async fn lock_file_zh_is_checked_before_unpacking() -> anyhow::Result<()> {
+    let files = tempfile::tempdir()?;
+    let s = mirror_setup(hostile_zip(files.path())?, Authentication::None)?;
+    let mut req = request(&s, "")?;
+    req.locked = Some(ProviderLock {
+        version: "1.0.0".parse()?,
+        constraints: None,
+        hashes: [other_zh()].into(),
+    });
+    let err = installer(&s, s.mock.clone())?
+        .install(&req, &crate::NoProgress)
+        .await
+        .expect_err("locked zh");
+    assert!(matches!(err, Error::LockMismatch { .. }), "{err}");
+    assert_cache_clean(&s)
+}
+
+#[tokio::test]
+async fn mirror_h1_only_is_checked_in_staging() -> anyhow::Result<()> {
+    let files = tempfile::tempdir()?;
+    let zip = zip_file(files.path(), "terraform-provider-thing_v1.0.0", b"good")?;
+    let unpacked = tempfile::tempdir()?;
+    unzip::extract(&zip, unpacked.path(), UnzipLimits::default())?;
+    let good = dir_hash(unpacked.path())?;
+    let wrong: PackageHash = "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".parse()?;
+
+    let s = mirror_setup(zip.clone(), Authentication::Hashes(vec![wrong]))?;
+    let err = installer(&s, s.mock.clone())?
+        .install(&request(&s, "")?, &crate::NoProgress)
+        .await
+        .expect_err("wrong h1");
+    assert!(matches!(err, Error::ChecksumMismatch { .. }), "{err}");
+    assert_cache_clean(&s)?;
+
+    let s = mirror_setup(zip, Authentication::Hashes(vec![good.clone()]))?;
+    let got = installer(&s, s.mock.clone())?
+        .install(&request(&s, "")?, &crate::NoProgress)
+        .await?;
+    assert_eq!(got.h1, good);
+    assert!(got.executable.is_some());
     Ok(())
 }

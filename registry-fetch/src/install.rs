@@ -352,11 +352,7 @@ impl Installer {
             }
             PackageLocation::LocalDir(dir) => {
                 let (from, to) = (dir.clone(), unpacked.clone());
-                blocking(move || {
-                    copy_tree(&from, &to)
-                        .map_err(Error::io(format!("failed to copy {}", from.display())))
-                })
-                .await?;
+                blocking(move || copy_package(&from, &to)).await?;
                 Ok(Obtained {
                     zip: None,
                     unpacked,
@@ -440,16 +436,40 @@ fn find_executable(dir: &Path, provider: &ProviderAddress) -> Option<PathBuf> {
     found.into_iter().next()
 }
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let dest = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &dest)?;
+/// Copy an unpacked mirror package into staging. Symlinks are copied as what they point to, but
+/// only when that lies inside the package: the mirror is a directory named by the user, and a
+/// link in it must not pull other files the operator can read into the cache.
+fn copy_package(from: &Path, to: &Path) -> Result<()> {
+    let root = std::fs::canonicalize(from)
+        .map_err(Error::io(format!("failed to read {}", from.display())))?;
+    copy_tree(&root, from, to)
+}
+
+fn copy_tree(root: &Path, from: &Path, to: &Path) -> Result<()> {
+    let io_err = |what: &str, p: &Path| Error::io(format!("failed to {what} {}", p.display()));
+    std::fs::create_dir_all(to).map_err(io_err("create", to))?;
+    for entry in std::fs::read_dir(from).map_err(io_err("read", from))? {
+        let entry = entry.map_err(io_err("read", from))?;
+        let (src, dest) = (entry.path(), to.join(entry.file_name()));
+        let is_link = entry
+            .file_type()
+            .map_err(io_err("read", &src))?
+            .is_symlink();
+        let real = std::fs::canonicalize(&src).map_err(io_err("resolve", &src))?;
+        // A linked directory could loop back on itself, and h1: cannot hash one anyway.
+        if !real.starts_with(root) || (is_link && real.is_dir()) {
+            return Err(Error::UnsafeArchive {
+                reason: format!(
+                    "{} links outside the package or to a directory",
+                    src.display()
+                ),
+            });
+        }
+        if real.is_dir() {
+            copy_tree(root, &src, &dest)?;
         } else {
-            // fs::copy follows symlinks and keeps permission bits (the exec bit).
-            std::fs::copy(entry.path(), &dest)?;
+            // fs::copy keeps permission bits (the exec bit).
+            std::fs::copy(&real, &dest).map_err(io_err("copy", &src))?;
         }
     }
     Ok(())

@@ -240,3 +240,38 @@ async fn mirror_h1_only_is_checked_in_staging() -> anyhow::Result<()> {
     assert!(got.executable.is_some());
     Ok(())
 }
+
+#[tokio::test]
+async fn unpacked_mirror_links_stay_inside_the_package() -> anyhow::Result<()> {
+    use std::os::unix::fs::symlink;
+    let files = tempfile::tempdir()?;
+    std::fs::write(files.path().join("secret"), b"operator secret")?;
+    let pkg = files.path().join("mirror/1.0.0");
+    std::fs::create_dir_all(pkg.join("docs"))?;
+    std::fs::write(pkg.join("terraform-provider-thing_v1.0.0"), b"bin")?;
+    std::fs::write(pkg.join("docs/README"), b"r")?;
+    symlink("docs/README", pkg.join("README"))?;
+    symlink("../../secret", pkg.join("stolen"))?;
+    let s = setup(&[])?;
+    s.mock.add(PackageMeta {
+        provider: s.provider.clone(),
+        version: "1.0.0".parse()?,
+        platform: Platform::current(),
+        filename: "terraform-provider-thing_1.0.0.zip".into(),
+        protocols: Vec::new(),
+        location: PackageLocation::LocalDir(pkg.clone()),
+        authentication: Authentication::None,
+    });
+    let inst = installer(&s, s.mock.clone())?;
+    let err = inst
+        .install(&request(&s, "")?, &crate::NoProgress)
+        .await
+        .expect_err("link out");
+    assert!(matches!(err, Error::UnsafeArchive { .. }), "{err}");
+    assert_cache_clean(&s)?;
+
+    std::fs::remove_file(pkg.join("stolen"))?;
+    let got = inst.install(&request(&s, "")?, &crate::NoProgress).await?;
+    assert_eq!(std::fs::read(got.dir.join("README"))?, b"r");
+    Ok(())
+}

@@ -11,13 +11,15 @@
 //! fixture provider (protocol 6) writing its ledger.
 //!
 //! Knobs: `KRAKEN_BENCH_HUB_CONSUMERS` (default 1000), `KRAKEN_BENCH_HUB_CHANGES` (propagations
-//! measured, default 3; the table reports the median).
+//! measured per run, default 3; the table reports the median), `KRAKEN_BENCH_HUB_ROUNDS` (runs
+//! per operator build, default 1), `KRAKEN_BENCH_OPERATORS` (`label=path,...`: builds compared
+//! side by side, interleaved; default this checkout's release build).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use kraken_tests::bench::{env_or, pct};
+use kraken_tests::bench::{OperatorBuild, env_or, operator_builds, pct};
 use kraken_tests::operator::bed::{OBJECTS, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions, metric_samples};
 use serde_json::{Value, json};
@@ -116,20 +118,51 @@ async fn wait_consumers(
     }
 }
 
+/// One build's run: the create, then `changes` propagations.
+struct HubRun {
+    label: String,
+    created_in: Duration,
+    create_writes: f64,
+    create_breakdown: String,
+    drs: usize,
+    sds: usize,
+    /// Per propagation: (all, p50, p90, first, writes per consumer, breakdown).
+    changes: Vec<(Duration, Duration, Duration, Duration, f64, String)>,
+}
+
 fn main() -> anyhow::Result<()> {
     let n: usize = env_or("KRAKEN_BENCH_HUB_CONSUMERS", 1000)?;
     let changes: usize = env_or("KRAKEN_BENCH_HUB_CHANGES", 3)?;
+    let rounds: usize = env_or("KRAKEN_BENCH_HUB_ROUNDS", 1)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let builds = operator_builds()?;
+    let mut runs = Vec::new();
+    for round in 1..=rounds {
+        for build in &builds {
+            eprintln!("round {round}/{rounds}, operator {}", build.label);
+            runs.push(measure(&rt, n, changes, build)?);
+        }
+    }
+    print(n, changes, &runs)
+}
+
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    changes: usize,
+    build: &OperatorBuild,
+) -> anyhow::Result<HubRun> {
     let opts = OperatorOptions {
-        label: "hub".into(),
+        label: format!("hub-{}", build.label),
         rust_log: "warn".into(),
         leader_elect: false,
+        bin: Some(build.bin.clone()),
         ..OperatorOptions::default()
     };
-    let bed = FixtureBed::start("bench-hub", opts)?;
-    let result = (|| -> anyhow::Result<()> {
+    let bed = FixtureBed::start(&format!("bench-hub-{}", build.label), opts)?;
+    let result = (|| -> anyhow::Result<HubRun> {
         let ns = bed.ns.clone();
         let kc = rt.block_on(kraken_tests::bench::kube_client(bed.cp.kubeconfig()))?;
         bed.apply_object(
@@ -167,78 +200,122 @@ fn main() -> anyhow::Result<()> {
             "{n} consumers Ready in {:.1} s; {drs} DependencyRequests, {sds} StateDeclarations",
             created_in.as_secs_f64()
         );
-
         let mut rows = Vec::new();
         for c in 0..changes {
-            let size = c + 2;
-            let before = writes(&bed.op)?;
-            let start = Instant::now();
-            bed.cp.kubectl(&[
-                "patch",
-                OBJECTS,
-                "producer",
-                "-n",
-                &ns,
-                "--type=merge",
-                "-p",
-                &format!(r#"{{"spec":{{"forProvider":{{"size":{size}}}}}}}"#),
-            ])?;
-            let times = rt.block_on(wait_consumers(
-                &kc,
-                &ns,
-                n,
-                &size.to_string(),
-                start,
-                Duration::from_secs(600),
-            ))?;
-            std::thread::sleep(Duration::from_secs(3));
-            let (w, breakdown) = diff(&writes(&bed.op)?, &before, n as f64);
-            let all = times.iter().max().copied().unwrap_or_default();
-            eprintln!(
-                "change {}: all {n} consumers at size {size} in {:.2} s (p50 {:.2} s, p90 {:.2} s), {w:.2} writes/consumer ({breakdown})",
-                c + 1,
-                all.as_secs_f64(),
-                pct(&times, 0.5).as_secs_f64(),
-                pct(&times, 0.9).as_secs_f64()
-            );
-            rows.push((
-                all,
-                pct(&times, 0.5),
-                pct(&times, 0.9),
-                pct(&times, 0.0),
-                w,
-                breakdown,
-            ));
+            rows.push(propagate(rt, &bed, &kc, n, c + 2)?);
         }
+        Ok(HubRun {
+            label: build.label.clone(),
+            created_in,
+            create_writes,
+            create_breakdown,
+            drs,
+            sds,
+            changes: rows,
+        })
+    })();
+    bed.finish(result)
+}
+
+/// Change the producer's `size`; time until every consumer has it.
+fn propagate(
+    rt: &tokio::runtime::Runtime,
+    bed: &FixtureBed,
+    kc: &kube::Client,
+    n: usize,
+    size: usize,
+) -> anyhow::Result<(Duration, Duration, Duration, Duration, f64, String)> {
+    let ns = &bed.ns;
+    let before = writes(&bed.op)?;
+    let start = Instant::now();
+    bed.cp.kubectl(&[
+        "patch",
+        OBJECTS,
+        "producer",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"spec":{{"forProvider":{{"size":{size}}}}}}}"#),
+    ])?;
+    let times = rt.block_on(wait_consumers(
+        kc,
+        ns,
+        n,
+        &size.to_string(),
+        start,
+        Duration::from_secs(600),
+    ))?;
+    std::thread::sleep(Duration::from_secs(3));
+    let (w, breakdown) = diff(&writes(&bed.op)?, &before, n as f64);
+    let all = times.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "size {size}: all {n} consumers in {:.2} s (p50 {:.2} s, p90 {:.2} s), {w:.2} writes/consumer ({breakdown})",
+        all.as_secs_f64(),
+        pct(&times, 0.5).as_secs_f64(),
+        pct(&times, 0.9).as_secs_f64()
+    );
+    Ok((
+        all,
+        pct(&times, 0.5),
+        pct(&times, 0.9),
+        pct(&times, 0.0),
+        w,
+        breakdown,
+    ))
+}
+
+fn print(n: usize, changes: usize, runs: &[HubRun]) -> anyhow::Result<()> {
+    println!(
+        "### One producer, {n} consumers: output change → all consumers Ready with the new value ({changes} changes per run, median by total)\n"
+    );
+    println!(
+        "| build | consumers | all Ready s | every propagation (s) | p50 per consumer s | p90 s | first s | writes per consumer | target |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    labels.dedup();
+    labels.sort();
+    labels.dedup();
+    for label in &labels {
+        let mut rows: Vec<_> = runs
+            .iter()
+            .filter(|r| r.label == *label)
+            .flat_map(|r| r.changes.iter())
+            .collect();
         rows.sort_by_key(|r| r.0);
+        let all: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{:.2}", r.0.as_secs_f64()))
+            .collect();
         let mid = rows.get(rows.len() / 2).context("no changes measured")?;
         println!(
-            "### One producer, {n} consumers: output change → all consumers Ready with the new value ({changes} changes, median by total)\n"
-        );
-        println!(
-            "| consumers | all Ready s | p50 per consumer s | p90 s | first s | writes per consumer | target |"
-        );
-        println!("|---|---|---|---|---|---|---|");
-        println!(
-            "| {n} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} ({}) | all < 30 s, p50 < 1 s |",
+            "| {label} | {n} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({}) | all < 30 s, p50 < 1 s |",
             mid.0.as_secs_f64(),
+            all.join(", "),
             mid.1.as_secs_f64(),
             mid.2.as_secs_f64(),
             mid.3.as_secs_f64(),
             mid.4,
             mid.5
         );
-        println!();
-        println!("### What a reference costs\n");
+    }
+    println!();
+    println!("### What a reference costs\n");
+    println!(
+        "| build | consumers | created and Ready s | DependencyRequests | StateDeclarations | writes per consumer created |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for r in runs {
         println!(
-            "| consumers | created and Ready s | DependencyRequests | StateDeclarations | writes per consumer created |"
+            "| {} | {n} | {:.1} | {} | {} | {:.2} ({}) |",
+            r.label,
+            r.created_in.as_secs_f64(),
+            r.drs,
+            r.sds,
+            r.create_writes,
+            r.create_breakdown
         );
-        println!("|---|---|---|---|---|");
-        println!(
-            "| {n} | {:.1} | {drs} | {sds} | {create_writes:.2} ({create_breakdown}) |",
-            created_in.as_secs_f64()
-        );
-        Ok(())
-    })();
-    bed.finish(result)
+    }
+    Ok(())
 }

@@ -4,28 +4,42 @@
 //! fresh control plane per run, beside Terraform with the same provider binaries, and prints
 //! markdown tables (copied into `docs/benchmarks.md`):
 //! 1. N fixture objects or `random_pet`s applied with `kubectl apply --server-side` until all
-//!    are Ready, beside `terraform apply -parallelism=10` creating the same N (interleaved);
-//! 2. the operator's RSS idle and with N managed resources;
-//! 3. API writes per created resource, Events separately, from `kraken_api_writes_total`;
-//! 4. API writes of no-op drift checks (a small set with a short `driftInterval`);
-//! 5. with N in place, one changed object from `kubectl apply` to Ready (p50 of several),
-//!    beside Terraform applying one change among N (which refreshes all N).
+//!    are Ready, beside `terraform apply` creating the same N at `-parallelism` 10 (its
+//!    default) and at the operator's `--concurrency` (interleaved);
+//! 2. the load generator's ceiling (`kubectl apply` of the same manifests, no operator) and a
+//!    backlog run (the N created first, the operator started after: its own throughput);
+//! 3. the operator's RSS idle and with N managed resources, with its provider processes;
+//! 4. API writes per created resource from the operator's `kraken_api_writes_total`, and
+//!    every client's requests by verb from the API server's `apiserver_request_total`;
+//! 5. API writes of no-op drift checks (a small set with a short `driftInterval`);
+//! 6. with N in place, one changed object from `kubectl apply` to Ready (p50 of several),
+//!    beside Terraform applying one change among N (which refreshes all N) and the same with
+//!    `-refresh=false -target=…`.
 //!
-//! Sections (arguments): `drift`, `kraken`, `terraform` (the default is all three), and
-//! `plumbing`: the benchmark's own machinery against a real control plane without an operator
-//! (manifests admitted by the CRDs, the batched applies, the watch and its Ready test, the
-//! parsing of the operator's metrics, the RSS sampler).
+//! Several operator builds can be compared in one session (`KRAKEN_BENCH_OPERATORS`): every
+//! Kraken measurement then runs once per build, interleaved.
+//!
+//! Sections (arguments): `drift`, `kraken`, `backlog`, `ceiling`, `terraform` (the default is
+//! all five), and `plumbing`: the benchmark's own machinery against a real control plane
+//! without an operator (manifests admitted by the CRDs, the batched applies, the watch and its
+//! Ready test, the parsing of the operator's metrics, the RSS sampler).
 //!
 //! Knobs: `KRAKEN_BENCH_SIZES` (default `1000,10000`), `KRAKEN_BENCH_PROVIDERS` (default
 //! `fixture,random`), `KRAKEN_BENCH_RUNS` (default 3 below 10,000 resources, else 1),
 //! `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_TF_CHANGE_RUNS` (default 3 below 10,000,
-//! else 1), `KRAKEN_BENCH_DRIFT_N` (100), `KRAKEN_BENCH_DRIFT_INTERVAL_S` (2),
+//! else 1), `KRAKEN_BENCH_TF_PARALLELISM` (default `10,<concurrency>`),
+//! `KRAKEN_BENCH_OPERATORS` (`label=path,...`; default this checkout's release build),
+//! `KRAKEN_BENCH_DRIFT_N` (100), `KRAKEN_BENCH_DRIFT_INTERVAL_S` (2),
 //! `KRAKEN_BENCH_DRIFT_WINDOW_S` (10), `KRAKEN_BENCH_BATCH` (documents per kubectl call,
 //! 500), `KRAKEN_BENCH_KUBECTL_PARALLEL` (2), `KRAKEN_BENCH_CONCURRENCY` (64),
 //! `KRAKEN_BENCH_RUST_LOG` (the operator's, `info`), `KRAKEN_BENCH_TIMEOUT_S` (per create
 //! run; default 120 s + 0.1 s per resource).
 
 // A bench target's root resolves modules beside itself; the parts live in `operator/`.
+#[path = "operator/backlog.rs"]
+mod backlog;
+#[path = "operator/bed.rs"]
+mod bed;
 #[path = "operator/cleanup.rs"]
 mod cleanup;
 #[path = "operator/kraken.rs"]
@@ -43,6 +57,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::TestEnv;
+use kraken_tests::bench::OperatorBuild;
 use serde_json::{Value, json};
 
 use crate::kraken::Bed;
@@ -157,6 +172,10 @@ pub struct Config {
     pub concurrency: usize,
     pub rust_log: String,
     timeout_s: Option<u64>,
+    /// The operator builds compared, interleaved (`KRAKEN_BENCH_OPERATORS`).
+    pub operators: Vec<OperatorBuild>,
+    /// Terraform's `-parallelism` values, each a create run of its own.
+    pub tf_parallelism: Vec<usize>,
 }
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> anyhow::Result<T> {
@@ -191,6 +210,20 @@ impl Config {
             .split(',')
             .map(Prov::parse)
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let concurrency = env_or("KRAKEN_BENCH_CONCURRENCY", 64)?;
+        // Terraform's default and Kraken's own concurrency: neither side gets more workers.
+        let tf_parallelism = list("KRAKEN_BENCH_TF_PARALLELISM", &format!("10,{concurrency}"))
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .with_context(|| {
+                        format!("KRAKEN_BENCH_TF_PARALLELISM: {s:?} is not a positive number")
+                    })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let cfg = Self {
             sizes,
             providers,
@@ -202,9 +235,11 @@ impl Config {
             drift_window_s: env_or("KRAKEN_BENCH_DRIFT_WINDOW_S", 10)?,
             batch: env_or("KRAKEN_BENCH_BATCH", 500)?,
             kubectl_parallel: env_or("KRAKEN_BENCH_KUBECTL_PARALLEL", 2)?,
-            concurrency: env_or("KRAKEN_BENCH_CONCURRENCY", 64)?,
+            concurrency,
             rust_log: env_or("KRAKEN_BENCH_RUST_LOG", "info".to_string())?,
             timeout_s: env_opt("KRAKEN_BENCH_TIMEOUT_S")?,
+            operators: Vec::new(),
+            tf_parallelism,
         };
         ensure!(
             cfg.batch > 0 && cfg.drift_n > 0,
@@ -230,22 +265,41 @@ impl Config {
     }
 }
 
-/// Everything measured for one (provider, N).
-#[derive(Debug)]
+/// Everything measured for one (provider, N). Kraken's runs carry the label of the
+/// operator build that made them.
+#[derive(Debug, Default)]
 pub struct Measured {
-    pub prov: Prov,
+    pub prov: Option<Prov>,
     pub n: usize,
-    pub kraken: Vec<kraken::CreateRun>,
-    pub terraform: Vec<Duration>,
-    pub kraken_change: Option<kraken::ChangeRun>,
+    pub kraken: Vec<(String, kraken::CreateRun)>,
+    pub backlog: Vec<(String, backlog::BacklogRun)>,
+    pub ceiling: Vec<backlog::CeilingRun>,
+    /// (`-parallelism`, wall time) per Terraform create.
+    pub terraform: Vec<(usize, Duration)>,
+    pub kraken_change: Vec<(String, kraken::ChangeRun)>,
     pub tf_change: Vec<Duration>,
+    pub tf_change_targeted: Vec<Duration>,
+}
+
+impl Measured {
+    pub fn prov(&self) -> Prov {
+        self.prov.unwrap_or(Prov::Fixture)
+    }
+
+    /// The create runs of one build.
+    pub fn kraken_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a kraken::CreateRun> {
+        self.kraken
+            .iter()
+            .filter(move |(l, _)| l == label)
+            .map(|(_, r)| r)
+    }
 }
 
 /// Results so far, printed even when a later measurement fails.
 #[derive(Debug, Default)]
 pub struct Results {
     pub plumbing: Vec<plumbing::Plumbing>,
-    pub drift: Vec<(Prov, kraken::DriftRun)>,
+    pub drift: Vec<(Prov, String, kraken::DriftRun)>,
     pub measured: Vec<Measured>,
 }
 
@@ -254,8 +308,19 @@ struct Sections {
     plumbing: bool,
     drift: bool,
     kraken: bool,
+    backlog: bool,
+    ceiling: bool,
     terraform: bool,
 }
+
+const SECTIONS: [&str; 6] = [
+    "plumbing",
+    "drift",
+    "kraken",
+    "backlog",
+    "ceiling",
+    "terraform",
+];
 
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; other arguments select sections.
@@ -265,8 +330,9 @@ fn main() -> anyhow::Result<()> {
         .collect();
     for f in &filter {
         ensure!(
-            ["plumbing", "drift", "kraken", "terraform"].contains(&f.as_str()),
-            "unknown section {f:?}: plumbing, drift, kraken, terraform"
+            SECTIONS.contains(&f.as_str()),
+            "unknown section {f:?}: {}",
+            SECTIONS.join(", ")
         );
     }
     let wants = |s: &str| {
@@ -280,19 +346,23 @@ fn main() -> anyhow::Result<()> {
         plumbing: wants("plumbing"),
         drift: wants("drift"),
         kraken: wants("kraken"),
+        backlog: wants("backlog"),
+        ceiling: wants("ceiling"),
         terraform: wants("terraform"),
     };
-    let cfg = Config::from_env()?;
+    let mut cfg = Config::from_env()?;
     let env = TestEnv::load()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
     cleanup::on_signal(&rt)?;
-    if sections.kraken || sections.drift {
+    if sections.kraken || sections.drift || sections.backlog {
         // Build the release `kraken` up front, not inside the first timed run.
-        let bin = kraken_tests::kraken_bin()?;
-        eprintln!("operator binary: {}", bin.display());
+        cfg.operators = kraken_tests::bench::operator_builds()?;
+        for b in &cfg.operators {
+            eprintln!("operator {}: {}", b.label, b.bin.display());
+        }
     }
     report::machine(&env, &cfg);
     let mut results = Results::default();
@@ -317,32 +387,33 @@ fn run(
     }
     if sections.drift {
         for &prov in &cfg.providers {
-            let mut bed = Bed::start(rt, cfg, prov, &format!("bench-drift-{}", prov.name()), true)?;
-            let d = kraken::drift_run(&mut bed, cfg, prov);
-            let d = bed.finish(d)?;
-            eprintln!(
-                "drift {}: {} checks, {} writes ({} Events) in {:?}",
-                prov.name(),
-                d.delta.reconciles,
-                d.delta.total(),
-                d.delta.events(),
-                d.window
-            );
-            results.drift.push((prov, d));
+            for build in &cfg.operators {
+                let label = format!("bench-drift-{}-{}", prov.name(), build.label);
+                let mut bed = Bed::start(rt, cfg, prov, &label, Some(build))?;
+                let d = kraken::drift_run(&mut bed, cfg, prov);
+                let d = bed.finish(d)?;
+                eprintln!(
+                    "drift {} ({}): {} checks, {} writes ({} Events) in {:?}",
+                    prov.name(),
+                    build.label,
+                    d.delta.reconciles,
+                    d.delta.total(),
+                    d.delta.events(),
+                    d.window
+                );
+                results.drift.push((prov, build.label.clone(), d));
+            }
         }
     }
-    if !sections.kraken && !sections.terraform {
+    if !(sections.kraken || sections.terraform || sections.backlog || sections.ceiling) {
         return Ok(());
     }
     for &prov in &cfg.providers {
         for &n in &cfg.sizes {
             results.measured.push(Measured {
-                prov,
+                prov: Some(prov),
                 n,
-                kraken: Vec::new(),
-                terraform: Vec::new(),
-                kraken_change: None,
-                tf_change: Vec::new(),
+                ..Measured::default()
             });
             let m = results.measured.last_mut().context("just pushed")?;
             measure(rt, cfg, env, sections, m)?;
@@ -351,7 +422,9 @@ fn run(
     Ok(())
 }
 
-/// Interleaved create runs of both sides for one (provider, N), then the one-change runs.
+/// Interleaved runs of every side for one (provider, N): per round, each operator build's
+/// create (then its backlog run), the kubectl ceiling, Terraform at each parallelism; then
+/// the one-change runs.
 fn measure(
     rt: &tokio::runtime::Runtime,
     cfg: &Config,
@@ -359,7 +432,7 @@ fn measure(
     sections: &Sections,
     m: &mut Measured,
 ) -> anyhow::Result<()> {
-    let (prov, n) = (m.prov, m.n);
+    let (prov, n) = (m.prov(), m.n);
     let tf = if sections.terraform {
         Some(terraform::Workspace::new(env, prov, n)?)
     } else {
@@ -367,55 +440,118 @@ fn measure(
     };
     let runs = cfg.runs(n);
     for r in 1..=runs {
-        if sections.kraken {
-            let what = format!("kraken {} {n} run {r}/{runs}", prov.name());
-            let label = format!("bench-{}-{n}-r{r}", prov.name());
-            let mut bed = Bed::start(rt, cfg, prov, &label, true)?;
-            let result = (|| {
-                let run = kraken::create_run(&mut bed, cfg, prov, n, &what)?;
+        let last = r == runs;
+        for build in &cfg.operators {
+            if sections.kraken {
+                kraken_round(rt, cfg, m, build, r, last)?;
+            }
+            if sections.backlog {
+                let what = format!("backlog {} {} {n} run {r}/{runs}", build.label, prov.name());
+                let label = format!("bench-backlog-{}-{}-{n}-r{r}", build.label, prov.name());
+                let b = backlog::backlog_run(rt, cfg, prov, n, &label, build)?;
                 eprintln!(
-                    "{what}: all Ready in {:.2}s (kubectl done at {:.2}s), RSS {:.1} → {:.1} MB, {:.2} writes/resource",
-                    run.total.as_secs_f64(),
-                    run.apply.as_secs_f64(),
-                    run.idle.rss as f64 / 1e6,
-                    run.loaded.rss as f64 / 1e6,
-                    run.delta.total() / n as f64
+                    "{what}: all Ready {:.2}s after the operator started (ready at {:.2}s)",
+                    b.total.as_secs_f64(),
+                    b.ready.as_secs_f64()
                 );
-                let change = if r == runs && cfg.changes > 0 {
-                    let c = kraken::change_run(&mut bed, prov, n, cfg.changes)?;
-                    eprintln!("{what}: changes → Ready {:?}", c.latencies);
-                    Some(c)
-                } else {
-                    None
-                };
-                Ok((run, change))
-            })();
-            let (run, change) = bed.finish(result)?;
-            m.kraken.push(run);
-            if change.is_some() {
-                m.kraken_change = change;
+                m.backlog.push((build.label.clone(), b));
             }
         }
-        if let Some(tf) = &tf {
-            let took = tf.create_all()?;
+        if sections.ceiling {
+            let label = format!("bench-ceiling-{}-{n}-r{r}", prov.name());
+            let c = backlog::ceiling_run(rt, cfg, prov, n, &label)?;
             eprintln!(
-                "terraform {} {n} run {r}/{runs}: {:.2}s",
+                "ceiling {} {n} run {r}/{runs}: kubectl done {:.2}s, watch saw all {:.2}s",
                 prov.name(),
-                took.as_secs_f64()
+                c.apply.as_secs_f64(),
+                c.seen_all.as_secs_f64()
             );
-            m.terraform.push(took);
+            m.ceiling.push(c);
+        }
+        if let Some(tf) = &tf {
+            for &p in &cfg.tf_parallelism {
+                let took = tf.create_all(p)?;
+                eprintln!(
+                    "terraform {} {n} -parallelism={p} run {r}/{runs}: {:.2}s",
+                    prov.name(),
+                    took.as_secs_f64()
+                );
+                m.terraform.push((p, took));
+            }
         }
     }
     if let Some(tf) = &tf {
-        for k in 1..=cfg.tf_change_runs(n) {
-            let took = tf.change_one(k)?;
-            eprintln!(
-                "terraform {} {n}: one change {k} in {:.2}s",
-                prov.name(),
-                took.as_secs_f64()
-            );
-            m.tf_change.push(took);
-        }
+        terraform_changes(cfg, tf, m)?;
+    }
+    Ok(())
+}
+
+/// One create run of one build (and on the last round, its one-change runs).
+fn kraken_round(
+    rt: &tokio::runtime::Runtime,
+    cfg: &Config,
+    m: &mut Measured,
+    build: &OperatorBuild,
+    r: usize,
+    last: bool,
+) -> anyhow::Result<()> {
+    let (prov, n, runs) = (m.prov(), m.n, cfg.runs(m.n));
+    let what = format!("kraken {} {} {n} run {r}/{runs}", build.label, prov.name());
+    let label = format!("bench-{}-{}-{n}-r{r}", build.label, prov.name());
+    let mut bed = Bed::start(rt, cfg, prov, &label, Some(build))?;
+    let result = (|| {
+        let run = kraken::create_run(&mut bed, cfg, prov, n, &what)?;
+        eprintln!(
+            "{what}: all Ready in {:.2}s (kubectl done at {:.2}s), RSS {:.1} → {:.1} MB, {:.2} writes/resource",
+            run.total.as_secs_f64(),
+            run.apply.as_secs_f64(),
+            run.idle.rss as f64 / 1e6,
+            run.loaded.rss as f64 / 1e6,
+            run.delta.total() / n as f64
+        );
+        let change = if last && cfg.changes > 0 {
+            let c = kraken::change_run(&mut bed, prov, n, cfg.changes)?;
+            eprintln!("{what}: changes → Ready {:?}", c.latencies);
+            Some(c)
+        } else {
+            None
+        };
+        Ok((run, change))
+    })();
+    let (run, change) = bed.finish(result)?;
+    m.kraken.push((build.label.clone(), run));
+    if let Some(c) = change {
+        m.kraken_change.push((build.label.clone(), c));
+    }
+    Ok(())
+}
+
+/// Terraform's one change among N: a full refresh first (its default), then targeted.
+fn terraform_changes(
+    cfg: &Config,
+    tf: &terraform::Workspace,
+    m: &mut Measured,
+) -> anyhow::Result<()> {
+    let (prov, n) = (m.prov(), m.n);
+    let runs = cfg.tf_change_runs(n);
+    for k in 1..=runs {
+        let took = tf.change_one(k)?;
+        eprintln!(
+            "terraform {} {n}: one change {k} in {:.2}s",
+            prov.name(),
+            took.as_secs_f64()
+        );
+        m.tf_change.push(took);
+    }
+    // A targeted apply reads one instance: cheap at any N, so always a few samples.
+    for k in 1..=runs.max(3) {
+        let took = tf.change_one_targeted(1000 + k)?;
+        eprintln!(
+            "terraform {} {n}: one targeted change {k} in {:.2}s",
+            prov.name(),
+            took.as_secs_f64()
+        );
+        m.tf_change_targeted.push(took);
     }
     Ok(())
 }

@@ -12,176 +12,30 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use kraken_tests::operator::{Operator, OperatorOptions, descendants, metric_samples};
-use kraken_tests::{ControlPlane, TestEnv, repo_root, rss_bytes, scratch_dir, status_kib};
-use serde_json::{Value, json};
+use kraken_tests::ControlPlane;
+use kraken_tests::bench::apiserver_requests;
+use kraken_tests::operator::{Operator, metric_samples};
+use serde_json::Value;
 
+pub use crate::bed::{Bed, Memory, check_alive};
 use crate::watch::Watch;
-use crate::{Config, Prov, cleanup};
+use crate::{Config, Prov};
+
+/// Requests the API server counted, per (verb, resource).
+pub type Requests = BTreeMap<(String, String), f64>;
+
+/// `after - before`, per key; keys that did not move are left out.
+pub fn requests_since(after: &Requests, before: &Requests) -> Requests {
+    let mut out = after.clone();
+    for (k, v) in before {
+        *out.entry(k.clone()).or_insert(0.0) -= v;
+    }
+    out.retain(|_, v| *v != 0.0);
+    out
+}
 
 /// The namespace of every bench object.
 pub const NS: &str = "bench";
-
-/// One control plane with the CRDs of one provider, the ProviderConfig `default`, maybe an
-/// operator, and a watch on the provider's kind. Drop order is field order: the watch, then
-/// the operator (killed with its providers), then the control plane, then the ledger.
-pub struct Bed {
-    pub watch: Watch,
-    pub op: Option<Operator>,
-    pub cp: ControlPlane,
-    ledger: Option<tempfile::TempDir>,
-    _registered: Vec<cleanup::Registered>,
-}
-
-impl Bed {
-    /// `label` names the control plane's run directory; without `operator` the bed is the
-    /// benchmark's plumbing alone (see `plumbing` in the main file).
-    pub fn start(
-        rt: &tokio::runtime::Runtime,
-        cfg: &Config,
-        prov: Prov,
-        label: &str,
-        operator: bool,
-    ) -> anyhow::Result<Self> {
-        let env = TestEnv::load()?;
-        let cp = ControlPlane::start(label)?;
-        let mut registered = vec![cleanup::control_plane(cp.run_dir().to_path_buf())];
-        cp.install_crds(
-            &repo_root().join("generated-crds/core"),
-            "kraken.dev/core=true",
-        )?;
-        cp.install_crds(&repo_root().join(prov.crd_dir()), &prov.crd_label())?;
-        cp.create_namespace(NS)?;
-        let ledger = match prov {
-            Prov::Fixture => {
-                let l = scratch_dir("bench-kraken-ledger-")?;
-                registered.push(cleanup::dir(l.path().to_path_buf()));
-                Some(l)
-            }
-            Prov::Random => None,
-        };
-        let bin = env.provider(prov.env_name())?;
-        let mut spec = json!({"source": bin.address, "version": bin.version});
-        if let Some(l) = &ledger {
-            spec["config"] = json!({"ledgerDir": l.path().to_string_lossy()});
-        }
-        let pc = json!({
-            "apiVersion": "core.kraken.dev/v1alpha1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": "default", "namespace": NS},
-            "spec": spec,
-        });
-        cp.apply_yaml(NS, &pc.to_string())?;
-        let op = if operator {
-            let opts = OperatorOptions {
-                label: "bench".to_string(),
-                rust_log: cfg.rust_log.clone(),
-                args: vec!["--concurrency".into(), cfg.concurrency.to_string()],
-                leader_elect: false,
-                ..OperatorOptions::default()
-            };
-            let mut op = Operator::start(&cp, opts)?;
-            if let Some(pid) = op.pid() {
-                registered.push(cleanup::process(pid));
-            }
-            op.wait_ready(Duration::from_secs(60))?;
-            Some(op)
-        } else {
-            None
-        };
-        let watch = Watch::start(rt, cp.kubeconfig(), NS, prov.kind())?;
-        // Timestamps come from watch events: a watch still backing off would make them late.
-        watch.wait(Duration::from_secs(30), "the watch's first list", |s| {
-            s.listed.then_some(())
-        })?;
-        if let Some(e) = &watch.summary().last_error {
-            eprintln!("  (the watch recovered from: {e})");
-        }
-        Ok(Self {
-            watch,
-            op,
-            cp,
-            ledger,
-            _registered: registered,
-        })
-    }
-
-    pub fn op(&self) -> anyhow::Result<&Operator> {
-        self.op.as_ref().context("this bed has no operator")
-    }
-
-    /// Attach the operator's log tail to a failure; fail on a panic in the log.
-    pub fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
-        let Some(op) = &self.op else {
-            return result;
-        };
-        match result {
-            Ok(v) => {
-                let logs = op.logs()?;
-                if let Some(line) = logs.lines().find(|l| l.contains("panicked at")) {
-                    bail!(
-                        "the operator panicked: {line}\nlog tail:\n{}",
-                        op.log_tail(40)
-                    );
-                }
-                Ok(v)
-            }
-            Err(e) => Err(e.context(format!(
-                "operator log tail ({}):\n{}\n",
-                op.log_path().display(),
-                op.log_tail(60)
-            ))),
-        }
-    }
-
-    /// The fixture ledger (None for random).
-    pub fn ledger_dir(&self) -> Option<&std::path::Path> {
-        self.ledger.as_ref().map(|l| l.path())
-    }
-
-    /// Fail at once if the operator has exited.
-    fn check_alive(&mut self) -> anyhow::Result<()> {
-        match self.op.as_mut() {
-            Some(op) => check_alive(op),
-            None => Ok(()),
-        }
-    }
-}
-
-fn check_alive(op: &mut Operator) -> anyhow::Result<()> {
-    if let Some(status) = op.exit_status()? {
-        bail!("the operator exited ({status})");
-    }
-    Ok(())
-}
-
-/// Memory of the operator process (and separately its provider processes), bytes.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Memory {
-    pub rss: u64,
-    /// VmHWM: the peak resident set so far.
-    pub hwm: u64,
-    /// VmRSS summed over the processes below the operator (its providers).
-    pub children_rss: u64,
-}
-
-impl Memory {
-    pub fn sample(pid: u32) -> anyhow::Result<Self> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .with_context(|| format!("reading /proc/{pid}/status"))?;
-        let kib = |key| status_kib(&status, key).with_context(|| format!("no {key} of {pid}"));
-        let mut children_rss = 0;
-        for child in descendants(pid)? {
-            // A provider that exited between the listing and the read holds no memory.
-            children_rss += rss_bytes(child).unwrap_or(0);
-        }
-        Ok(Self {
-            rss: kib("VmRSS:")? * 1024,
-            hwm: kib("VmHWM:")? * 1024,
-            children_rss,
-        })
-    }
-}
 
 /// The operator's counters at one moment.
 #[derive(Debug, Clone, Default)]
@@ -201,13 +55,7 @@ impl Snapshot {
     pub fn parse(text: &str) -> Self {
         let mut writes = BTreeMap::new();
         for (labels, v) in metric_samples(text, "kraken_api_writes_total") {
-            let label = |k: &str| {
-                labels
-                    .iter()
-                    .find(|(n, _)| n == k)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            };
+            let label = |k: &str| kraken_tests::operator::label(&labels, k).to_string();
             let key = (label("resource"), label("verb"));
             if key.0 != "leases" {
                 *writes.entry(key).or_insert(0.0) += v;
@@ -295,6 +143,8 @@ pub struct CreateRun {
     pub loaded: Memory,
     /// API writes and reconciles of the create, settled.
     pub delta: Snapshot,
+    /// What the API server itself counted over the same span, every client included.
+    pub apiserver: Requests,
 }
 
 /// Apply `n` manifests from `manifest(i)` with `cfg.kubectl_parallel` concurrent `kubectl
@@ -336,6 +186,19 @@ pub fn apply_all(
     }
 }
 
+/// The N create manifests of `prov` through [`apply_all`], all at once.
+pub fn apply_n(cp: &ControlPlane, cfg: &Config, prov: Prov, n: usize) -> anyhow::Result<()> {
+    let (applied, abort) = (AtomicUsize::new(0), AtomicBool::new(false));
+    apply_all(
+        cp,
+        cfg,
+        n,
+        &|i| prov.manifest(NS, i, 0, None),
+        &applied,
+        &abort,
+    )
+}
+
 /// One `kubectl apply --server-side -f -` of these documents.
 pub fn apply_docs(cp: &ControlPlane, docs: &[Value]) -> anyhow::Result<()> {
     let yaml = kraken_tests::operator::yaml_documents(docs);
@@ -372,6 +235,7 @@ pub fn create_run(
     std::thread::sleep(Duration::from_secs(3)); // idle: start-up allocations done
     let idle = Memory::sample(pid)?;
     let before = Snapshot::read(bed.op()?)?;
+    let requests_before = apiserver_requests(&bed.cp)?;
 
     let applied = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -412,19 +276,15 @@ pub fn create_run(
     let total = result?;
     let loaded_writes = settle(bed.op()?, Duration::from_secs(2), Duration::from_secs(60))?;
     let loaded = Memory::sample(pid)?;
-    if let Some(dir) = bed.ledger_dir() {
-        let live = kraken_tests::ledger::live_objects(dir);
-        ensure!(
-            live == n,
-            "{n} objects are Ready but the ledger holds {live}"
-        );
-    }
+    let requests = requests_since(&apiserver_requests(&bed.cp)?, &requests_before);
+    bed.check_ledger(n)?;
     Ok(CreateRun {
         total,
         apply: apply_took.unwrap_or_default(),
         idle,
         loaded,
         delta: loaded_writes.since(&before),
+        apiserver: requests,
     })
 }
 

@@ -33,24 +33,15 @@ pub fn run(
     prov: Prov,
     n: usize,
 ) -> anyhow::Result<Plumbing> {
-    use std::sync::atomic::{AtomicBool, AtomicUsize};
     let bed = Bed::start(
         rt,
         cfg,
         prov,
         &format!("bench-plumbing-{}", prov.name()),
-        false,
+        None,
     )?;
-    let (applied, abort) = (AtomicUsize::new(0), AtomicBool::new(false));
     let started = Instant::now();
-    kraken::apply_all(
-        &bed.cp,
-        cfg,
-        n,
-        &|i| prov.manifest(NS, i, 0, None),
-        &applied,
-        &abort,
-    )?;
+    kraken::apply_n(&bed.cp, cfg, prov, n)?;
     let apply = started.elapsed();
     bed.watch.wait(
         Duration::from_secs(60),

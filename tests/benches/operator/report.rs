@@ -94,6 +94,17 @@ pub fn machine(env: &TestEnv, cfg: &Config) {
         "- operator: `--no-leader-elect --concurrency {}`, RUST_LOG={}; kubectl: {} processes × {} documents",
         cfg.concurrency, cfg.rust_log, cfg.kubectl_parallel, cfg.batch
     );
+    for b in &cfg.operators {
+        println!("- operator build `{}`: {}", b.label, b.bin.display());
+    }
+    println!(
+        "- terraform: -parallelism {}",
+        cfg.tf_parallelism
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }
 
 /// Every table with something in it.
@@ -105,11 +116,10 @@ pub fn print(cfg: &Config, r: &Results) {
         drift(r);
     }
     if !r.measured.is_empty() {
-        throughput(&r.measured);
-        if r.measured.iter().any(|m| !m.kraken.is_empty()) {
-            memory(&r.measured);
-            writes(&r.measured);
-        }
+        throughput(cfg, &r.measured);
+        memory(cfg, &r.measured);
+        writes(cfg, &r.measured);
+        requests(cfg, &r.measured);
         changes(cfg, &r.measured);
     }
 }
@@ -139,12 +149,12 @@ fn plumbing(r: &Results) {
 fn drift(r: &Results) {
     println!("\n### No-op drift checks (target: 0 API writes)\n");
     println!(
-        "| provider | objects | driftInterval | window s | reconciles (checks) | API writes | of which Events | writes per check |"
+        "| provider | build | objects | driftInterval | window s | reconciles (checks) | API writes | of which Events | writes per check |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
-    for (prov, d) in &r.drift {
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (prov, build, d) in &r.drift {
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.3} |",
+            "| {} | {build} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.3} |",
             prov.name(),
             d.n,
             d.interval,
@@ -157,113 +167,287 @@ fn drift(r: &Results) {
     }
 }
 
-fn target_ratio(n: usize) -> &'static str {
-    match n {
-        1000 => "< 1",
-        10_000 => "≤ 0.33",
-        _ => "—",
-    }
+/// One row of the throughput table: a side's wall times.
+struct Side {
+    name: String,
+    runs: Vec<f64>,
+    /// The kubectl apply's own end, for create runs with kubectl in front.
+    kubectl_done: Option<f64>,
 }
 
-fn throughput(ms: &[Measured]) {
+fn sides(cfg: &Config, m: &Measured) -> Vec<Side> {
+    let mut out = Vec::new();
+    for b in &cfg.operators {
+        let runs: Vec<&crate::kraken::CreateRun> = m.kraken_of(&b.label).collect();
+        if !runs.is_empty() {
+            out.push(Side {
+                name: format!("Kraken {} (kubectl apply → all Ready)", b.label),
+                runs: runs.iter().map(|r| r.total.as_secs_f64()).collect(),
+                kubectl_done: median(runs.iter().map(|r| r.apply.as_secs_f64()).collect()),
+            });
+        }
+        let backlog: Vec<f64> = m
+            .backlog
+            .iter()
+            .filter(|(l, _)| *l == b.label)
+            .map(|(_, r)| r.total.as_secs_f64())
+            .collect();
+        if !backlog.is_empty() {
+            out.push(Side {
+                name: format!("Kraken {} backlog (operator start → all Ready)", b.label),
+                runs: backlog,
+                kubectl_done: None,
+            });
+        }
+    }
+    if !m.ceiling.is_empty() {
+        out.push(Side {
+            name: "kubectl alone, no operator (the load generator's ceiling)".into(),
+            runs: m.ceiling.iter().map(|c| c.seen_all.as_secs_f64()).collect(),
+            kubectl_done: median(m.ceiling.iter().map(|c| c.apply.as_secs_f64()).collect()),
+        });
+    }
+    for &p in &cfg.tf_parallelism {
+        let runs: Vec<f64> = m
+            .terraform
+            .iter()
+            .filter(|(q, _)| *q == p)
+            .map(|(_, d)| d.as_secs_f64())
+            .collect();
+        if !runs.is_empty() {
+            out.push(Side {
+                name: format!("terraform apply -parallelism={p}"),
+                runs,
+                kubectl_done: None,
+            });
+        }
+    }
+    out
+}
+
+fn spread(v: &[f64]) -> Option<f64> {
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+    let mid = median(v.to_vec())?;
+    (mid > 0.0).then(|| (hi - lo) / mid * 100.0)
+}
+
+fn throughput(cfg: &Config, ms: &[Measured]) {
     println!("\n### Create N resources until all Ready (median of interleaved runs)\n");
+    let tf: Vec<String> = cfg
+        .tf_parallelism
+        .iter()
+        .map(|p| format!("÷ terraform p={p}"))
+        .collect();
     println!(
-        "| provider | N | Kraken s | runs (s) | kubectl done s | Kraken res/s | terraform s | runs (s) | terraform res/s | Kraken / Terraform | target |"
+        "| provider | N | side | median s | runs (s) | spread % | kubectl done s | res/s | {} |",
+        tf.join(" | ")
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "|---|---|---|---|---|---|---|---|{}",
+        "---|".repeat(tf.len())
+    );
     for m in ms {
-        let k: Vec<f64> = m.kraken.iter().map(|r| r.total.as_secs_f64()).collect();
-        let kubectl: Vec<f64> = m.kraken.iter().map(|r| r.apply.as_secs_f64()).collect();
-        let t = secs(&m.terraform);
-        let (km, tm) = (median(k.clone()), median(t.clone()));
-        let rate = |s: Option<f64>| s.map(|s| m.n as f64 / s);
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            m.prov.name(),
-            m.n,
-            opt(km, 2),
-            list(&k, 2),
-            opt(median(kubectl), 2),
-            opt(rate(km), 0),
-            opt(tm, 2),
-            list(&t, 2),
-            opt(rate(tm), 0),
-            opt(km.zip(tm).map(|(k, t)| k / t), 3),
-            target_ratio(m.n)
-        );
+        let all = sides(cfg, m);
+        let tf_medians: Vec<Option<f64>> = cfg
+            .tf_parallelism
+            .iter()
+            .map(|p| {
+                let name = format!("terraform apply -parallelism={p}");
+                all.iter()
+                    .find(|s| s.name == name)
+                    .and_then(|s| median(s.runs.clone()))
+            })
+            .collect();
+        for side in &all {
+            let mid = median(side.runs.clone());
+            let ratios: Vec<String> = tf_medians
+                .iter()
+                .map(|t| opt(mid.zip(*t).map(|(k, t)| k / t), 3))
+                .collect();
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                m.prov().name(),
+                m.n,
+                side.name,
+                opt(mid, 2),
+                list(&side.runs, 2),
+                opt(spread(&side.runs), 0),
+                opt(side.kubectl_done, 2),
+                opt(mid.map(|s| m.n as f64 / s), 0),
+                ratios.join(" | ")
+            );
+        }
     }
 }
 
-fn memory(ms: &[Measured]) {
+fn memory(cfg: &Config, ms: &[Measured]) {
     println!(
-        "\n### Operator memory (targets: idle < 40 MB, < 4 KB per managed resource; median of runs)\n"
+        "\n### Memory with N managed resources (targets: idle < 40 MB, < 4 KB per managed resource; median of runs)\n"
     );
     println!(
-        "| provider | N | RSS idle MB | RSS at N MB | KB per resource (vs idle) | KB per resource (marginal, vs the previous N) | peak (VmHWM) MB | provider processes MB | managed (gauge) |"
+        "| provider | N | build | RSS idle MB | RSS at N MB | KB per resource (vs idle) | KB per resource (marginal) | peak (VmHWM) MB | provider processes at N MB | operator + providers at N MB | KB per resource incl. providers (vs idle) | managed (gauge) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, m) in ms.iter().enumerate() {
+        for b in &cfg.operators {
+            let runs: Vec<&crate::kraken::CreateRun> = m.kraken_of(&b.label).collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let col = |f: &dyn Fn(&crate::kraken::CreateRun) -> f64| {
+                median(runs.iter().map(|r| f(r)).collect())
+            };
+            let loaded =
+                |m: &Measured| median(m.kraken_of(&b.label).map(|r| r.loaded.rss as f64).collect());
+            // The slope between two sizes leaves out what any N costs once (the provider's
+            // schema, connections, the first reconcile's allocations).
+            let previous = ms[..i]
+                .iter()
+                .rev()
+                .find(|p| p.prov == m.prov && p.n < m.n && p.kraken_of(&b.label).next().is_some());
+            let marginal = previous.and_then(|p| {
+                let (a, c) = (loaded(p)?, loaded(m)?);
+                Some((c - a) / 1e3 / (m.n - p.n) as f64)
+            });
+            let n = m.n as f64;
+            let total = |mem: &crate::kraken::Memory| (mem.rss + mem.children_rss) as f64;
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                m.prov().name(),
+                m.n,
+                b.label,
+                opt(col(&|r| mb(r.idle.rss)), 1),
+                opt(col(&|r| mb(r.loaded.rss)), 1),
+                opt(
+                    col(&|r| (r.loaded.rss as f64 - r.idle.rss as f64) / 1e3 / n),
+                    2
+                ),
+                opt(marginal, 2),
+                opt(col(&|r| mb(r.loaded.hwm)), 1),
+                opt(col(&|r| mb(r.loaded.children_rss)), 1),
+                opt(col(&|r| total(&r.loaded) / 1e6), 1),
+                opt(col(&|r| (total(&r.loaded) - total(&r.idle)) / 1e3 / n), 2),
+                opt(col(&|r| r.delta.managed), 0)
+            );
+        }
+    }
+}
+
+fn writes(cfg: &Config, ms: &[Measured]) {
+    println!(
+        "\n### The operator's API writes per created resource (its `kraken_api_writes_total`; target ≤ 4; median of runs)\n"
+    );
+    println!(
+        "| provider | N | build | run | writes / resource | of which Events | without Events | reconciles / resource | by resource and verb, per resource (last run) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    let loaded = |m: &Measured| median(m.kraken.iter().map(|r| r.loaded.rss as f64).collect());
-    for (i, m) in ms.iter().enumerate().filter(|(_, m)| !m.kraken.is_empty()) {
-        let col =
-            |f: &dyn Fn(&crate::kraken::CreateRun) -> f64| median(m.kraken.iter().map(f).collect());
-        // The slope between two sizes leaves out what any N costs once (the provider's
-        // schema, connections, the first reconcile's allocations).
-        let previous = ms[..i]
-            .iter()
-            .rev()
-            .find(|p| p.prov == m.prov && !p.kraken.is_empty() && p.n < m.n);
-        let marginal = previous.and_then(|p| {
-            let (a, b) = (loaded(p)?, loaded(m)?);
-            Some((b - a) / 1e3 / (m.n - p.n) as f64)
-        });
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            m.prov.name(),
-            m.n,
-            opt(col(&|r| mb(r.idle.rss)), 1),
-            opt(col(&|r| mb(r.loaded.rss)), 1),
-            opt(
-                col(&|r| (r.loaded.rss as f64 - r.idle.rss as f64) / 1e3 / m.n as f64),
-                2
-            ),
-            opt(marginal, 2),
-            opt(col(&|r| mb(r.loaded.hwm)), 1),
-            opt(col(&|r| mb(r.loaded.children_rss)), 1),
-            opt(col(&|r| r.delta.managed), 0)
-        );
+    for m in ms {
+        let n = m.n as f64;
+        for b in &cfg.operators {
+            let create: Vec<&crate::kraken::Snapshot> =
+                m.kraken_of(&b.label).map(|r| &r.delta).collect();
+            let backlog: Vec<&crate::kraken::Snapshot> = m
+                .backlog
+                .iter()
+                .filter(|(l, _)| *l == b.label)
+                .map(|(_, r)| &r.delta)
+                .collect();
+            for (run, snaps) in [("create", create), ("backlog", backlog)] {
+                if snaps.is_empty() {
+                    continue;
+                }
+                let col = |f: &dyn Fn(&crate::kraken::Snapshot) -> f64| {
+                    median(snaps.iter().map(|s| f(s)).collect())
+                };
+                println!(
+                    "| {} | {} | {} | {run} | {} | {} | {} | {} | {} |",
+                    m.prov().name(),
+                    m.n,
+                    b.label,
+                    opt(col(&|s| s.total() / n), 2),
+                    opt(col(&|s| s.events() / n), 2),
+                    opt(col(&|s| (s.total() - s.events()) / n), 2),
+                    opt(col(&|s| s.reconciles / n), 2),
+                    snaps.last().map_or("—".into(), |s| s.breakdown(n))
+                );
+            }
+        }
     }
 }
 
-fn writes(ms: &[Measured]) {
+const MUTATING: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
+
+/// Per-resource requests of one run: (mutating, reads, "verb resource x.xx, ..." of the
+/// mutating ones).
+fn per_resource(req: &crate::kraken::Requests, n: f64) -> (f64, f64, String) {
+    let (mut writes, mut reads, mut parts) = (0.0, 0.0, Vec::new());
+    for ((verb, resource), v) in req {
+        if MUTATING.contains(&verb.as_str()) {
+            writes += v;
+            parts.push(format!("{verb} {resource} {:.2}", v / n));
+        } else {
+            reads += v;
+        }
+    }
+    (writes / n, reads / n, parts.join(", "))
+}
+
+fn requests(cfg: &Config, ms: &[Measured]) {
     println!(
-        "\n### API writes per created resource (target ≤ 4; Lease renewals excluded; median of runs)\n"
+        "\n### The API server's own count (`apiserver_request_total`, every client: kubectl, the operator, the benchmark's watch) per created resource, median of runs\n"
     );
     println!(
-        "| provider | N | writes / resource | of which Events | without Events | reconciles / resource | by resource and verb, per resource (last run) |"
+        "| provider | N | run | mutating requests / resource | reads (GET, LIST, WATCH) / resource | mutating, by verb and resource (last run) |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for m in ms.iter().filter(|m| !m.kraken.is_empty()) {
+    println!("|---|---|---|---|---|---|");
+    for m in ms {
         let n = m.n as f64;
-        let col =
-            |f: &dyn Fn(&crate::kraken::CreateRun) -> f64| median(m.kraken.iter().map(f).collect());
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            m.prov.name(),
-            m.n,
-            opt(col(&|r| r.delta.total() / n), 2),
-            opt(col(&|r| r.delta.events() / n), 2),
-            opt(col(&|r| (r.delta.total() - r.delta.events()) / n), 2),
-            opt(col(&|r| r.delta.reconciles / n), 2),
-            m.kraken.last().map_or("—".into(), |r| r.delta.breakdown(n))
-        );
+        let mut rows: Vec<(String, Vec<&crate::kraken::Requests>)> = Vec::new();
+        for b in &cfg.operators {
+            rows.push((
+                format!("Kraken {} create (kubectl + operator)", b.label),
+                m.kraken_of(&b.label).map(|r| &r.apiserver).collect(),
+            ));
+            rows.push((
+                format!("Kraken {} backlog (operator only)", b.label),
+                m.backlog
+                    .iter()
+                    .filter(|(l, _)| *l == b.label)
+                    .map(|(_, r)| &r.apiserver)
+                    .collect(),
+            ));
+        }
+        rows.push((
+            "kubectl alone".into(),
+            m.ceiling.iter().map(|c| &c.apiserver).collect(),
+        ));
+        for (name, reqs) in rows.into_iter().filter(|(_, r)| !r.is_empty()) {
+            let each: Vec<(f64, f64, String)> = reqs.iter().map(|r| per_resource(r, n)).collect();
+            println!(
+                "| {} | {} | {name} | {} | {} | {} |",
+                m.prov().name(),
+                m.n,
+                opt(median(each.iter().map(|e| e.0).collect()), 2),
+                opt(median(each.iter().map(|e| e.1).collect()), 2),
+                each.last().map_or("—".into(), |e| e.2.clone())
+            );
+        }
     }
 }
 
 fn changes(cfg: &Config, ms: &[Measured]) {
-    if ms
-        .iter()
-        .all(|m| m.kraken_change.is_none() && m.tf_change.is_empty())
-    {
+    if ms.iter().all(|m| {
+        m.kraken_change.is_empty() && m.tf_change.is_empty() && m.tf_change_targeted.is_empty()
+    }) {
         return;
     }
     println!(
@@ -271,38 +455,48 @@ fn changes(cfg: &Config, ms: &[Measured]) {
         cfg.changes
     );
     println!(
-        "| provider | N | change | Kraken p50 ms | p90 ms | max ms | kubectl alone p50 ms | API writes per change (Events) | terraform apply s | runs (s) | Kraken p50 / Terraform |"
+        "| provider | N | change | side | p50 ms | p90 ms | max ms | samples | kubectl alone p50 ms | API writes per change (Events) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for m in ms {
-        let c = m.kraken_change.as_ref();
-        let ms_at = |p: f64| {
-            c.and_then(|c| percentile(&c.latencies, p))
-                .map(|d| d.as_secs_f64() * 1e3)
+        let row = |side: &str, v: &[Duration], kubectl: Option<f64>, writes: String| {
+            let at = |p: f64| percentile(v, p).map(|d| d.as_secs_f64() * 1e3);
+            println!(
+                "| {} | {} | {} | {side} | {} | {} | {} | {} | {} | {writes} |",
+                m.prov().name(),
+                m.n,
+                Prov::change(m.prov()),
+                opt(at(0.5), 0),
+                opt(at(0.9), 0),
+                opt(at(1.0), 0),
+                v.len(),
+                opt(kubectl, 0),
+            );
         };
-        let t = secs(&m.tf_change);
-        let tm = median(t.clone());
-        let per_change = c.map(|c| {
+        for (label, c) in &m.kraken_change {
             let k = c.latencies.len().max(1) as f64;
-            format!("{:.2} ({:.2})", c.delta.total() / k, c.delta.events() / k)
-        });
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            m.prov.name(),
-            m.n,
-            Prov::change(m.prov),
-            opt(ms_at(0.5), 0),
-            opt(ms_at(0.9), 0),
-            opt(ms_at(1.0), 0),
-            opt(
-                c.and_then(|c| percentile(&c.kubectl, 0.5))
-                    .map(|d| d.as_secs_f64() * 1e3),
-                0
-            ),
-            per_change.unwrap_or_else(|| "—".into()),
-            opt(tm, 2),
-            list(&t, 2),
-            opt(ms_at(0.5).zip(tm).map(|(k, t)| k / 1e3 / t), 4)
-        );
+            row(
+                &format!("Kraken {label}"),
+                &c.latencies,
+                percentile(&c.kubectl, 0.5).map(|d| d.as_secs_f64() * 1e3),
+                format!("{:.2} ({:.2})", c.delta.total() / k, c.delta.events() / k),
+            );
+        }
+        if !m.tf_change.is_empty() {
+            row(
+                "terraform apply (refreshes all N)",
+                &m.tf_change,
+                None,
+                "—".into(),
+            );
+        }
+        if !m.tf_change_targeted.is_empty() {
+            row(
+                "terraform apply -refresh=false -target=…",
+                &m.tf_change_targeted,
+                None,
+                "—".into(),
+            );
+        }
     }
 }

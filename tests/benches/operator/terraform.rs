@@ -1,8 +1,9 @@
-//! The baseline: `terraform apply -parallelism=10` of the same N resources with the same
+//! The baseline: `terraform apply -parallelism=P` of the same N resources with the same
 //! provider binary, from the test environment's filesystem mirror (as `benches/provider.rs`
 //! does for 1,000 pets). `count = N` is what Terraform does per instance anyway; instance 0
 //! takes its one changeable value from `var.rev`, so "one change among N" is `-var rev=K`
-//! against the state of a full create, which makes Terraform refresh all N first.
+//! against the state of a full create, which makes Terraform refresh all N first; the same
+//! with `-refresh=false -target=<instance 0>` is the fastest a Terraform user can make it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,8 +67,9 @@ impl Workspace {
         Ok(ws)
     }
 
-    /// From an empty state (and an empty ledger): create all N; the apply's wall time.
-    pub fn create_all(&self) -> anyhow::Result<Duration> {
+    /// From an empty state (and an empty ledger): create all N with `-parallelism=P`; the
+    /// apply's wall time.
+    pub fn create_all(&self, parallelism: usize) -> anyhow::Result<Duration> {
         for f in ["terraform.tfstate", "terraform.tfstate.backup"] {
             let _ = std::fs::remove_file(self.dir.path().join(f));
         }
@@ -75,7 +77,11 @@ impl Workspace {
             let _ = std::fs::remove_dir_all(l.path().join("objects"));
             let _ = std::fs::remove_file(l.path().join("events.log"));
         }
-        let (took, summary) = self.apply("0", "apply-create")?;
+        let (took, summary) = self.apply(
+            "0",
+            &format!("apply-create-p{parallelism}"),
+            &[&format!("-parallelism={parallelism}")],
+        )?;
         let want = Summary {
             added: self.n,
             changed: 0,
@@ -104,8 +110,26 @@ impl Workspace {
     /// With the N of [`Self::create_all`] in the state: change instance 0 to `rev` (never 0);
     /// the apply's wall time, refresh of all N included.
     pub fn change_one(&self, rev: usize) -> anyhow::Result<Duration> {
+        self.change(rev, &format!("apply-change-{rev}"), &["-parallelism=10"])
+    }
+
+    /// [`Self::change_one`] as a careful Terraform user would run it at this size:
+    /// `-refresh=false -target=<instance 0>`, so nothing but the changed instance is read.
+    pub fn change_one_targeted(&self, rev: usize) -> anyhow::Result<Duration> {
+        let target = match self.prov {
+            Prov::Fixture => "-target=fixture_object.o[0]",
+            Prov::Random => "-target=random_pet.p[0]",
+        };
+        self.change(
+            rev,
+            &format!("apply-change-targeted-{rev}"),
+            &["-refresh=false", target],
+        )
+    }
+
+    fn change(&self, rev: usize, log: &str, extra: &[&str]) -> anyhow::Result<Duration> {
         let ops_before = self.ledger_ops()?;
-        let (took, summary) = self.apply(&rev.to_string(), &format!("apply-change-{rev}"))?;
+        let (took, summary) = self.apply(&rev.to_string(), log, extra)?;
         let want = match self.prov {
             Prov::Fixture => Summary {
                 added: 0,
@@ -133,17 +157,17 @@ impl Workspace {
         Ok(took)
     }
 
-    fn apply(&self, rev: &str, log: &str) -> anyhow::Result<(Duration, Summary)> {
+    fn apply(&self, rev: &str, log: &str, extra: &[&str]) -> anyhow::Result<(Duration, Summary)> {
         let var = format!("rev={rev}");
-        let args = [
+        let mut args = vec![
             "apply",
             "-auto-approve",
             "-input=false",
-            "-parallelism=10",
             "-no-color",
             "-var",
             &var,
         ];
+        args.extend_from_slice(extra);
         let took = self.run(&args, log)?;
         let out = std::fs::read_to_string(self.log_path(log))?;
         let summary = parse_summary(&out).with_context(|| {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 
 use crate::core_kinds::Provider;
 
@@ -63,7 +63,7 @@ pub(super) async fn run(args: ActivateArgs) -> anyhow::Result<()> {
         let patch = serde_json::json!({"spec": {"resources": resources}});
         api.patch(
             &args.provider,
-            &PatchParams::default(),
+            &crate::kit::status::patch_params(),
             &Patch::Merge(&patch),
         )
         .await

@@ -17,7 +17,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use tracing::Instrument as _;
 
 use super::consumer::{Values, WAITING, consumer_triggers, drop_request, request_values};
@@ -69,7 +69,10 @@ pub async fn run(
 }
 
 fn error_policy(_: Arc<ConfigExport>, err: &kube::Error, _: Arc<Exporter>) -> Action {
-    tracing::warn!("config export: {err}; retrying");
+    tracing::warn!(
+        "config export: {}; retrying",
+        crate::kit::errors::chain(err)
+    );
     Action::requeue(std::time::Duration::from_secs(5))
 }
 
@@ -190,13 +193,7 @@ async fn write_status(
         .iter()
         .find(|c| c.type_ == READY)
         .is_none_or(|c| c.reason != update.reason || c.message != update.message);
-    ex.metrics.api_write("configexports", "patch-status");
-    api.patch_status(
-        &ce.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
-    )
-    .await?;
+    crate::kit::status::merge(&api, &ex.metrics, "configexports", &ce.name_any(), &status).await?;
     if changed && update.reason != WAITING {
         let ev =
             crate::kit::events::event(!update.status, update.reason, &update.message, "Export");

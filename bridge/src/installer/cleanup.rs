@@ -39,7 +39,7 @@ pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, ku
                 .api_write("customresourcedefinitions", "patch");
             crds.patch(
                 &crd_name,
-                &PatchParams::default(),
+                &crate::kit::status::patch_params(),
                 &Patch::Merge(json!({"metadata": {"labels": {SUSPENDED_LABEL: "true"}}})),
             )
             .await?;

@@ -227,14 +227,14 @@ async fn write_status(
     if p.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    inst.ctx.metrics.api_write("providers", "patch-status");
-    api(inst)
-        .patch_status(
-            &p.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await?;
+    crate::kit::status::merge(
+        &api(inst),
+        &inst.ctx.metrics,
+        "providers",
+        &p.name_any(),
+        &status,
+    )
+    .await?;
     Ok(())
 }
 

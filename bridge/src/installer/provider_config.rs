@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::ResourceExt as _;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use serde_json::json;
 
 use super::Context;
 use crate::core_kinds::{Provider, ProviderConfig};
 use crate::kit::conditions::{self, READY, Set, reason};
+use crate::kit::errors::chain;
 use crate::kit::time::jitter;
 use crate::provider::Plugin as _;
 use crate::source;
@@ -78,7 +78,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
         }
         Err(Error::Api(e)) => return Err(Error::Api(e)),
         Err(err) => (
-            Set::new(READY, false, err.reason(), err.to_string()),
+            Set::new(READY, false, err.reason(), chain(&err)),
             Action::requeue(jitter(RETRY, 0.2)),
         ),
     };
@@ -87,13 +87,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
     status.observed_generation = generation;
     if pc.status.as_ref() != Some(&status) {
         let api: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), &namespace);
-        ctx.metrics.api_write("providerconfigs", "patch-status");
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await?;
+        crate::kit::status::merge(&api, &ctx.metrics, "providerconfigs", &name, &status).await?;
     }
     Ok(action)
 }

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PostParams};
 pub use kube::runtime::events::{Event, EventType, Reporter};
 
 /// How long a Warning is remembered to count repeats (kube-runtime's choice).
@@ -223,7 +223,11 @@ impl Sender {
                     ..Default::default()
                 };
                 let sent = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(
+                        &name,
+                        &crate::kit::status::patch_params(),
+                        &Patch::Merge(&patch),
+                    )
                     .await;
                 // The Event may have expired on the server: create it anew below.
                 if sent.is_ok() {

@@ -8,7 +8,7 @@
 //! The managed-resource controller folds the finalizer into its create-fence patch to save a
 //! write; it builds that patch with [`with`], the same list arithmetic.
 
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -75,7 +75,11 @@ where
     let object_name = meta.name.as_deref().unwrap_or_default();
     metrics.api_write(resource, "patch");
     let patched = api
-        .patch(object_name, &PatchParams::default(), &Patch::Merge(&body))
+        .patch(
+            object_name,
+            &crate::kit::status::patch_params(),
+            &Patch::Merge(&body),
+        )
         .await?;
     Ok(Some(patched))
 }

@@ -14,6 +14,7 @@ pub mod fake_api;
 pub mod finalizer;
 pub mod hash;
 pub mod metrics;
+pub mod status;
 pub mod text;
 pub mod time;
 

@@ -10,7 +10,7 @@ use super::deps;
 use super::error::{Error, Result};
 use super::observe::{Observed, observe};
 use super::spec::ManagedSpec;
-use super::target::{Saved, Target, apply_plan, fail_on_errors, plan_paths};
+use super::target::{Saved, Target, apply_plan, destroy_object, fail_on_errors, plan_paths};
 use super::write::Run;
 use crate::kit::conditions::{READY, SYNCED, Set, reason};
 use crate::provider::lifecycle::{self, Action as PlanAction, Plan};
@@ -196,7 +196,8 @@ pub(super) async fn publish(run: &mut Run<'_>, t: &Target<'_>) -> Result<()> {
 pub(super) fn succeed(run: &mut Run<'_>, t: &Target<'_>, state: &Value) {
     run.outputs = Some(state.clone());
     let json = to_kube_json(state);
-    run.set_status_field("atProvider", t.fields().state_to_status(&json));
+    let public = deps::without_sensitive_inputs(run, state);
+    run.set_status_field("atProvider", t.fields().state_to_status(&public));
     let id = json.get("id").and_then(Json::as_str).map(|s| json!(s));
     run.set_status_field("externalId", id.unwrap_or(Json::Null));
     run.set_conditions(&[
@@ -242,16 +243,7 @@ async fn replace(
         format!("replacing: {paths} changed"),
     )]);
     run.flush_status().await?;
-    let destroy = lifecycle::plan(
-        t.host(),
-        t.type_name,
-        &plan.prior_state,
-        &plan.prior_private,
-        &Value::Null,
-    )
-    .await
-    .map_err(|e| t.lifecycle_err("plan destroy", e))?;
-    let destroyed = apply_plan(run, t, &destroy).await?;
+    let destroyed = destroy_object(run, t, &plan.prior_state, &plan.prior_private).await?;
     Saved::default()
         .write(run, t, &destroyed.new_state, &destroyed.private, completed)
         .await?;

@@ -8,7 +8,7 @@ use super::error::Result;
 use super::observe::recover;
 use super::report::condition;
 use super::spec::ManagedSpec;
-use super::target::{Saved, Target, apply_plan, fail_on_errors};
+use super::target::{Saved, Target, destroy_object, fail_on_errors};
 use super::write::Run;
 use super::{CREATE_ATTEMPT_ANNOTATION, deps};
 use crate::kit::conditions::{READY, Set};
@@ -131,16 +131,7 @@ async fn destroy_state(
     if read.new_state.is_null() {
         return Ok(());
     }
-    let plan = lifecycle::plan(
-        t.host(),
-        t.type_name,
-        &read.new_state,
-        &read.private,
-        &Value::Null,
-    )
-    .await
-    .map_err(|e| t.lifecycle_err("plan destroy", e))?;
-    let applied = apply_plan(run, t, &plan).await?;
+    let applied = destroy_object(run, t, &read.new_state, &read.private).await?;
     if !applied.new_state.is_null() || applied.diagnostics.has_errors() {
         Saved::default()
             .write(run, t, &applied.new_state, &applied.private, completed)

@@ -9,15 +9,9 @@ pub enum Error {
     /// importId for ObserveOnly). Only the user can fix it.
     #[error("{0}")]
     InvalidSpec(String),
-    #[error("ProviderConfig {0} not found in this namespace")]
-    ProviderConfigMissing(String),
-    #[error("{0}")]
-    SecretMissing(String),
-    /// The ProviderConfig is wrong: unresolvable provider, a configuration the provider
-    /// rejected. Fixed by changing the ProviderConfig, which the operator does not watch per
-    /// resource, so it is retried with backoff.
-    #[error("ProviderConfig {name}: {message}")]
-    ProviderConfigInvalid { name: String, message: String },
+    /// The provider could not be sourced: its ProviderConfig, a Secret, the process.
+    #[error(transparent)]
+    Source(#[from] crate::source::Error),
     /// The provider's verdict on the resource (validation, plan, apply diagnostics).
     #[error("{0}")]
     Provider(String),
@@ -30,10 +24,18 @@ pub enum Error {
     CreateInterrupted(String),
     #[error("{0}")]
     ExternalObjectMissing(String),
-    #[error("kubernetes API request failed: {0}")]
-    Api(#[from] kube::Error),
+    /// The message names the request; the condition shows the API server's answer after it
+    /// (`kit::errors::chain`).
+    #[error("kubernetes API request failed")]
+    Api(#[source] kube::Error),
     #[error("{0}")]
     State(#[from] super::state::StateError),
+}
+
+impl From<kube::Error> for Error {
+    fn from(e: kube::Error) -> Self {
+        Error::Api(e)
+    }
 }
 
 impl Error {
@@ -41,9 +43,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::InvalidSpec(_) => reason::INVALID_SPEC,
-            Error::ProviderConfigMissing(_) => reason::PROVIDER_CONFIG_MISSING,
-            Error::SecretMissing(_) => reason::SECRET_MISSING,
-            Error::ProviderConfigInvalid { .. } => reason::PROVIDER_CONFIG_INVALID,
+            Error::Source(e) => e.reason(),
             Error::Provider(_) => reason::PROVIDER_ERROR,
             Error::ProviderUnavailable(_) => reason::PROVIDER_UNAVAILABLE,
             Error::ReplaceRefused(_) => reason::REPLACE_REFUSED,
@@ -62,25 +62,66 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         !matches!(
             self,
-            Error::InvalidSpec(_) | Error::ReplaceRefused(_) | Error::State(_)
+            Error::InvalidSpec(_)
+                | Error::Source(crate::source::Error::InvalidSpec(_))
+                | Error::ReplaceRefused(_)
+                | Error::State(_)
         )
     }
-}
 
-impl From<crate::source::Error> for Error {
-    fn from(e: crate::source::Error) -> Self {
-        use crate::source::Error as S;
-        match e {
-            S::InvalidSpec(m) => Error::InvalidSpec(m),
-            S::ProviderConfigMissing(m) => Error::ProviderConfigMissing(m),
-            S::SecretMissing(m) => Error::SecretMissing(m),
-            S::ProviderConfigInvalid { name, message } => {
-                Error::ProviderConfigInvalid { name, message }
-            }
-            S::ProviderUnavailable(m) => Error::ProviderUnavailable(m),
-            S::Api(e) => Error::Api(e),
-        }
+    /// What a user reads in the condition and the Event: the error and its causes.
+    pub fn message(&self) -> String {
+        crate::kit::errors::chain(self)
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, "ServiceUnavailable")
+                .with_code(503)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn the_message_keeps_every_cause() {
+        let direct = Error::Api(api_error("etcdserver: request timed out"));
+        let message = direct.message();
+        assert!(
+            message.starts_with("kubernetes API request failed: "),
+            "{message}"
+        );
+        assert!(
+            message.contains("etcdserver: request timed out"),
+            "{message}"
+        );
+        // Through the provider source: same chain, same reason.
+        let sourced = Error::from(crate::source::Error::Api(api_error("etcd is down")));
+        assert_eq!(sourced.reason(), reason::API_ERROR);
+        assert!(
+            sourced.message().contains("etcd is down"),
+            "{}",
+            sourced.message()
+        );
+    }
+
+    #[test]
+    fn source_errors_keep_their_reason_and_transience() {
+        let missing = Error::from(crate::source::Error::ProviderConfigMissing("aws".into()));
+        assert_eq!(missing.reason(), reason::PROVIDER_CONFIG_MISSING);
+        assert!(missing.is_transient());
+        assert_eq!(
+            missing.message(),
+            "ProviderConfig aws not found in this namespace"
+        );
+        let invalid = Error::from(crate::source::Error::InvalidSpec("spec.x: bad".into()));
+        assert_eq!(invalid.reason(), reason::INVALID_SPEC);
+        assert!(!invalid.is_transient());
+    }
+}

@@ -221,7 +221,7 @@ fn error_policy(
     let uid = meta.metadata.uid.clone().unwrap_or_default();
     kctx.ctx.metrics.reconcile_failed(&kctx.label, err.reason());
     let wait = kctx.ctx.backoff.failed(&uid);
-    tracing::warn!(kind = %kctx.label, name = ?meta.metadata.name, "reconcile failed: {err}; retrying in {wait:?}");
+    tracing::warn!(kind = %kctx.label, name = ?meta.metadata.name, "reconcile failed: {}; retrying in {wait:?}", err.message());
     Action::requeue(wait)
 }
 

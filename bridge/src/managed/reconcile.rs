@@ -75,7 +75,8 @@ pub async fn reconcile(
             k.ctx.backoff.succeeded(&uid);
             Ok(action)
         }
-        Err(Error::Api(e)) => Err(Error::Api(e)),
+        // The API server is the one failing: nothing to report on the object, retry.
+        Err(Error::Api(e) | Error::Source(crate::source::Error::Api(e))) => Err(Error::Api(e)),
         Err(err) => {
             k.ctx.metrics.reconcile_failed(&k.label, err.reason());
             report(&mut run, &err).await?;

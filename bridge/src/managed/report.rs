@@ -10,7 +10,7 @@ use crate::kit::conditions::{READY, SYNCED, Set, reason};
 /// Reports a failed pass: `Synced=False` with the error, `Ready` unchanged if the object
 /// exists and works, an Event when the error is new.
 pub(super) async fn report(run: &mut Run<'_>, err: &Error) -> Result<()> {
-    let message = err.to_string();
+    let message = err.message();
     let previous = condition(&run.status, SYNCED);
     let mut updates = vec![Set::new(SYNCED, false, err.reason(), message.clone())];
     let deleting = run.obj.metadata.deletion_timestamp.is_some();

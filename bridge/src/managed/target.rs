@@ -122,6 +122,19 @@ impl<'p> Target<'p> {
     }
 }
 
+/// Plans the destroy of the object `state` describes and carries it out.
+pub(super) async fn destroy_object(
+    run: &Run<'_>,
+    t: &Target<'_>,
+    state: &Value,
+    private: &[u8],
+) -> Result<Applied> {
+    let plan = lifecycle::plan(t.host(), t.type_name, state, private, &Value::Null)
+        .await
+        .map_err(|e| t.lifecycle_err("plan destroy", e))?;
+    apply_plan(run, t, &plan).await
+}
+
 /// Carries out a plan; a failed conversation (crash, transport) is an `ApplyFailed` Event
 /// and a transient error: the provider may or may not have acted.
 pub(super) async fn apply_plan(run: &Run<'_>, t: &Target<'_>, plan: &Plan) -> Result<Applied> {
@@ -129,7 +142,7 @@ pub(super) async fn apply_plan(run: &Run<'_>, t: &Target<'_>, plan: &Plan) -> Re
         Ok(applied) => Ok(applied),
         Err(e) => {
             let err = t.lifecycle_err(&format!("{} of", plan.action), e);
-            run.event(true, "ApplyFailed", err.to_string()).await;
+            run.event(true, "ApplyFailed", err.message()).await;
             Err(err)
         }
     }

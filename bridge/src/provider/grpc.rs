@@ -34,6 +34,21 @@ impl ImpliedTypes {
 ///
 /// `$proto` is the generated module; the `rpc` map names the client methods and message
 /// modules that differ between protocols.
+/// One `Validate*Config` call of a typed block (resource or data source), inside
+/// [`provider_adapter!`]: encode `config` against `ty`, call, return the diagnostics.
+macro_rules! validate_typed {
+    ($self:ident, $rpc:ident, $msg:ident, $ty:expr, $type_name:expr, $config:expr) => {{
+        let rpc = stringify!($rpc);
+        let req = proto::$msg::Request {
+            type_name: $type_name.to_string(),
+            config: Some(encode(rpc, "config", $config, &$ty)?),
+            ..Default::default()
+        };
+        let resp = call(&$self.plugin, rpc, $type_name, $self.client().$rpc(req)).await?;
+        Ok(diagnostics(resp.diagnostics))
+    }};
+}
+
 macro_rules! provider_adapter {
     (
         proto = $proto:ident,
@@ -225,21 +240,8 @@ macro_rules! provider_adapter {
                 type_name: &str,
                 config: &Value,
             ) -> Result<Vec<Diagnostic>> {
-                let rpc = stringify!($validate_resource);
                 let ty = self.resource_type(type_name).await?;
-                let req = proto::$validate_resource_msg::Request {
-                    type_name: type_name.to_string(),
-                    config: Some(encode(rpc, "config", config, &ty)?),
-                    ..Default::default()
-                };
-                let resp = call(
-                    &self.plugin,
-                    rpc,
-                    type_name,
-                    self.client().$validate_resource(req),
-                )
-                .await?;
-                Ok(diagnostics(resp.diagnostics))
+                super::grpc::validate_typed!(self, $validate_resource, $validate_resource_msg, ty, type_name, config)
             }
 
             async fn validate_data_source_config(
@@ -247,21 +249,8 @@ macro_rules! provider_adapter {
                 type_name: &str,
                 config: &Value,
             ) -> Result<Vec<Diagnostic>> {
-                let rpc = stringify!($validate_data);
                 let ty = self.data_type(type_name).await?;
-                let req = proto::$validate_data_msg::Request {
-                    type_name: type_name.to_string(),
-                    config: Some(encode(rpc, "config", config, &ty)?),
-                    ..Default::default()
-                };
-                let resp = call(
-                    &self.plugin,
-                    rpc,
-                    type_name,
-                    self.client().$validate_data(req),
-                )
-                .await?;
-                Ok(diagnostics(resp.diagnostics))
+                super::grpc::validate_typed!(self, $validate_data, $validate_data_msg, ty, type_name, config)
             }
 
             async fn configure(
@@ -463,3 +452,4 @@ macro_rules! provider_adapter {
 }
 
 pub(crate) use provider_adapter;
+pub(crate) use validate_typed;

@@ -9,12 +9,10 @@
 use std::sync::Arc;
 
 use kube::Client;
-use serde_json::Value as Json;
 
-use super::{Configured, ProviderSource, Result, read_provider_config, resource_config};
+use super::{Configured, ProviderSource, Result, read_provider_config};
 use crate::core_kinds::KindInfo;
 use crate::provider::Plugin;
-use crate::value::Value;
 use crate::value::fields::FieldMap;
 
 /// Serves `plugin` for every ProviderConfig found in the API server `client` talks to.
@@ -44,22 +42,7 @@ impl ProviderSource for FakeSource {
         super::resource_provider(kind, self.plugin.clone(), "fake 0.0.0".into(), fields).await
     }
 
-    async fn resource_config(
-        &self,
-        provider: &Configured,
-        type_name: &str,
-        namespace: &str,
-        for_provider: &Json,
-        with_values: bool,
-    ) -> Result<Value> {
-        resource_config(
-            &self.client,
-            provider,
-            type_name,
-            namespace,
-            for_provider,
-            with_values,
-        )
-        .await
+    fn client(&self) -> &Client {
+        &self.client
     }
 }

@@ -6,6 +6,7 @@ use crate::hub::Index;
 use crate::hub::controller::{self, Hub};
 use crate::kit::fake_api::FakeApi;
 use crate::kit::metrics::Metrics;
+use serde_json::json;
 
 const NS: &str = "team";
 const GROUP_VERSION: &str = "core.kraken.dev/v1alpha1";

@@ -34,8 +34,8 @@ pub struct OperatorOptions {
     pub label: String,
     /// `RUST_LOG` of the operator process.
     pub rust_log: String,
-    /// Extra environment of the operator process, inherited by the providers it starts
-    /// (`KRAKEN_FIXTURE_CRASH_ONCE_FILE`, ...). `KRAKEN_FIXTURE_*`, `AWS_*`, `KRAKEN_PLUGIN_DIR`,
+    /// Extra environment of the operator process; the `KRAKEN_FIXTURE_*` ones are passed on
+    /// to the providers it starts with `--provider-env` (`KRAKEN_FIXTURE_CRASH_ONCE_FILE`, ...). `KRAKEN_FIXTURE_*`, `AWS_*`, `KRAKEN_PLUGIN_DIR`,
     /// `KUBECONFIG` and `POD_NAMESPACE` of the test process are never passed on.
     pub env: Vec<(String, String)>,
     /// Extra arguments after the standard ones.
@@ -43,6 +43,9 @@ pub struct OperatorOptions {
     /// Leader election on the Lease `kraken-operator` in `default` (the default). Off
     /// (`--no-leader-elect`) where a test restarts the operator faster than a Lease expires.
     pub leader_elect: bool,
+    /// The `kraken` binary to run; `None` builds this checkout's ([`kraken_bin`]). Benchmarks
+    /// set it to compare two builds side by side.
+    pub bin: Option<PathBuf>,
 }
 
 impl Default for OperatorOptions {
@@ -53,6 +56,7 @@ impl Default for OperatorOptions {
             env: Vec::new(),
             args: Vec::new(),
             leader_elect: true,
+            bin: None,
         }
     }
 }
@@ -76,7 +80,10 @@ impl Operator {
     pub fn start(cp: &ControlPlane, opts: OperatorOptions) -> anyhow::Result<Self> {
         let env = TestEnv::load()?;
         let plugin_dir = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
-        let bin = kraken_bin()?;
+        let bin = match &opts.bin {
+            Some(bin) => bin.clone(),
+            None => kraken_bin()?,
+        };
         let log_path = cp.run_dir().join(format!("operator-{}.log", opts.label));
         let mut op = Self {
             bin,
@@ -125,6 +132,13 @@ impl Operator {
             cmd.arg("--no-leader-elect");
         }
         cmd.args(&self.opts.args);
+        // A provider inherits nothing of the operator's environment unless the admin says so:
+        // a test's fixture switches are that opt-in.
+        for (key, _) in &self.opts.env {
+            if key.starts_with("KRAKEN_FIXTURE_") {
+                cmd.arg("--provider-env").arg(key);
+            }
+        }
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
             // AWS_*: the operator's AWS environment (credentials, region, endpoints) is only
@@ -342,6 +356,14 @@ fn dechunk(mut body: &str) -> anyhow::Result<String> {
 
 /// A sample's labels as `(name, value)` pairs, in the order written.
 pub type Labels = Vec<(String, String)>;
+
+/// The value of label `key` of a sample, "" when it has none.
+pub fn label<'a>(labels: &'a Labels, key: &str) -> &'a str {
+    labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map_or("", |(_, v)| v.as_str())
+}
 
 /// The sum of every sample of metric `name` (any labels) in Prometheus text; None when there
 /// is none. `name` is the full sample name (`kraken_reconcile_runs_total`).

@@ -48,6 +48,9 @@ impl Ec2Bed {
         let opts = OperatorOptions {
             rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
             env: aws_env()?,
+            // moto (and the tests' closed ports and delay proxies) on loopback; the operator
+            // lends no credentials of its own.
+            args: vec!["--aws-endpoint".into(), "http://127.0.0.1:*".into()],
             ..OperatorOptions::default()
         };
         let bed = FixtureBed::start(name, opts)?;
@@ -438,7 +441,12 @@ fn existing_instances_are_adopted_and_orphaned() -> anyhow::Result<()> {
     let eb = Ec2Bed::start("ec2-adopt")?;
     let result = (|| -> anyhow::Result<()> {
         let ns = eb.ns().to_string();
-        let id = eb.probe.run(AMI, &[("team", "legacy")])?;
+        // Tagged by whoever runs it in EC2 as theirs to hand over to `<namespace>/legacy`.
+        let adoptable = format!("{ns}/legacy");
+        let id = eb.probe.run(
+            AMI,
+            &[("team", "legacy"), ("kraken.dev/adoptable-by", &adoptable)],
+        )?;
         eb.instance(
             "legacy",
             json!({"imageId": AMI, "instanceType": "t3.micro", "importIds": [id],
@@ -474,6 +482,29 @@ fn existing_instances_are_adopted_and_orphaned() -> anyhow::Result<()> {
         ensure!(
             eb.probe.instances(&[])?.len() == 1,
             "ghost launched something"
+        );
+
+        // The hostile tenant: another team's production instance, untagged. Naming it in
+        // importIds must neither take it over nor, on delete, terminate it.
+        let prod = eb.probe.run(AMI, &[("team", "payments")])?;
+        eb.instance(
+            "grab",
+            json!({"imageId": AMI, "instanceType": "t3.micro", "importIds": [prod]}),
+        )?;
+        let (message, _) = eb.wait_condition("grab", "Synced", "False", "ImportFailed")?;
+        ensure!(
+            message.contains(&prod) && message.contains("kraken.dev/adoptable-by"),
+            "{message}"
+        );
+        let before = eb.probe.instance(&prod)?;
+        eb.bed
+            .cp
+            .kubectl(&["delete", EC2, "grab", "-n", &ns, "--wait=false"])?;
+        eb.wait_gone("grab")?;
+        let after = eb.probe.instance(&prod)?;
+        ensure!(
+            after.state == "running" && after.tags == before.tags,
+            "the untagged instance was touched: {after:?}"
         );
         Ok(())
     })();
@@ -530,6 +561,9 @@ fn bad_input_gets_a_clear_condition() -> anyhow::Result<()> {
         // Conditions.
         let free = kraken_tests::operator::free_port()?;
         eb.aws_config("down", &format!("http://127.0.0.1:{free}"))?;
+        // A tenant's AwsConfig aimed at the cloud metadata endpoint (or any host the tenant
+        // picks) is refused before a request is signed.
+        eb.aws_config("imds", "http://169.254.169.254")?;
         eb.apply(&[
             json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
             "metadata": {"name": "no-secret", "namespace": ns},
@@ -576,11 +610,17 @@ fn bad_input_gets_a_clear_condition() -> anyhow::Result<()> {
                 "EndpointUnreachable",
                 "cannot be reached",
             ),
+            (
+                "imds",
+                with(json!({"awsConfigRef": {"name": "imds"}})),
+                "EndpointNotAllowed",
+                "169.254.169.254",
+            ),
         ];
         for (name, spec, _, _) in &cases {
             eb.instance(name, spec.clone())?;
         }
-        // No AwsConfig: the operator's own credential chain, which has nothing here.
+        // No AwsConfig: it would be the operator's own credentials, which it does not lend.
         eb.apply(&[manifest(&ns, "no-creds", base.clone())])?;
         for (name, _, reason, text) in &cases {
             let (message, _) = eb.wait_condition(name, "Synced", "False", reason)?;
@@ -591,8 +631,9 @@ fn bad_input_gets_a_clear_condition() -> anyhow::Result<()> {
             ensure!(ready == "False", "{name} is Ready={ready}");
         }
         let (message, _) =
-            eb.wait_condition("no-creds", "Synced", "False", "CredentialsInvalid")?;
-        ensure!(message.to_lowercase().contains("credentials"), "{message}");
+            eb.wait_condition("no-creds", "Synced", "False", "CredentialsRequired")?;
+        ensure!(message.contains("--aws-ambient-credentials"), "{message}");
+
         ensure!(
             eb.probe.instances(&[])?.is_empty(),
             "something was launched: {:?}",

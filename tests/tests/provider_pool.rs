@@ -32,7 +32,9 @@ fn key(p: &ProviderBin, config_name: &str, generation: i64) -> PoolKey {
         address: p.address.clone(),
         version: p.version.clone(),
         config_name: config_name.into(),
+        uid: format!("uid-{config_name}"),
         generation,
+        digest: String::new(),
     }
 }
 

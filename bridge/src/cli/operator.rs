@@ -78,6 +78,39 @@ pub struct OperatorArgs {
     /// Shut a provider process down after this long without requests (Go duration).
     #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
     pub provider_idle_timeout: std::time::Duration,
+    /// Let provider processes inherit this variable of the operator's environment (a trailing
+    /// * matches a prefix: AWS_*). Repeatable. Without it a provider gets only PATH, the proxy
+    /// and CA-bundle variables, a private HOME and TMPDIR, and what its ProviderConfig
+    /// configures: never the operator's credentials. Each opt-in lends the operator's
+    /// variables to every namespace's providers; see docs/security.md.
+    #[arg(
+        long = "provider-env",
+        value_name = "NAME",
+        env = "KRAKEN_PROVIDER_ENV",
+        value_delimiter = ',',
+        value_parser = crate::provider::env::parse_pattern
+    )]
+    pub provider_env: Vec<String>,
+    /// Let EC2Instances without credentials of their own (no AwsConfig, or one without
+    /// credentials) use the operator's: the AWS SDK's default chain (environment, web
+    /// identity, instance metadata). Off: such a resource reports CredentialsRequired.
+    #[arg(long)]
+    pub aws_ambient_credentials: bool,
+    /// An endpoint AwsConfigs may name: an http(s) URL, or one ending in :* for any port
+    /// (http://127.0.0.1:* for a local emulator). Repeatable. Without any, AwsConfigs may
+    /// not set an endpoint (AWS's own are used).
+    #[arg(
+        long = "aws-endpoint",
+        value_name = "URL",
+        env = "KRAKEN_AWS_ENDPOINTS",
+        value_delimiter = ',',
+        value_parser = crate::ec2::policy::parse_endpoint
+    )]
+    pub aws_endpoints: Vec<String>,
+    /// Let spec.importIds adopt instances that do not carry the tag
+    /// kraken.dev/adoptable-by=<namespace>/<name>.
+    #[arg(long)]
+    pub aws_adopt_untagged: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -106,6 +139,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         identity: format!("{host}-{}", std::process::id()),
         concurrency: args.concurrency.max(1),
         provider_idle_timeout: args.provider_idle_timeout,
+        provider_env: args.provider_env,
+        aws: crate::ec2::policy::AwsPolicy {
+            ambient_credentials: args.aws_ambient_credentials,
+            endpoints: args.aws_endpoints,
+            adopt_untagged: args.aws_adopt_untagged,
+        },
         provider_max_concurrency: crate::core_kinds::provider_config::DEFAULT_MAX_CONCURRENCY
             as usize,
         install: crate::installer::InstallSettings {

@@ -31,8 +31,38 @@ pub const FINALIZER: &str = "kraken.dev/finalizer";
 pub const PAUSED_ANNOTATION: &str = "kraken.dev/paused";
 /// The Secret type of Kraken's state Secrets (never readable through references).
 pub const STATE_SECRET_TYPE: &str = "kraken.dev/tfstate";
-/// Label on Kraken's state Secrets, naming the owner kind's group.
+/// Label (value `kraken`) on the Secrets Kraken writes: state, outputs, resolved values.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// Why a namespace user may not make Kraken read `secret` for them (through `valuesFrom`, a
+/// `secretKeyRef` in `spec.forProvider`, `configFrom` or an AwsConfig), or `None`.
+///
+/// Kraken's own Secrets (state, outputs, resolved values: type [`STATE_SECRET_TYPE`], the
+/// [`MANAGED_BY_LABEL`] `kraken`, or owned by a Kraken kind) hold values a user reaches only
+/// through the StateDeclarations and conditions meant for them; a service account's token is
+/// an identity. A user who may read Secrets can read these directly; one who may only create
+/// resources must not get them through Kraken.
+pub fn secret_off_limits(secret: &k8s_openapi::api::core::v1::Secret) -> Option<&'static str> {
+    let kraken_owned = secret.metadata.owner_references.iter().flatten().any(|o| {
+        o.api_version
+            .split_once('/')
+            .is_some_and(|(group, _)| group == "kraken.dev" || group.ends_with(".kraken.dev"))
+    });
+    let managed = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == "kraken");
+    match secret.type_.as_deref() {
+        Some("kubernetes.io/service-account-token") => Some("it is a service account token"),
+        Some(STATE_SECRET_TYPE) => Some("it is a Kraken state Secret"),
+        _ if kraken_owned || managed => {
+            Some("it is Kraken's own (read outputs through their StateDeclaration)")
+        }
+        _ => None,
+    }
+}
 
 /// The API group of the core kinds.
 pub const GROUP: &str = "core.kraken.dev";

@@ -8,6 +8,8 @@
 //! - [`client`]: the narrow [`client::Ec2`] trait the controller calls, its aws-sdk-ec2
 //!   implementation, and the [`client::Ec2Factory`] seam the controller gets clients from.
 //! - [`plan`]: what a pass must do, decided purely from what EC2 shows.
+//! - [`policy`]: what the administrator lets a namespace user do with the operator's standing
+//!   (ambient credentials, endpoints, adoption by `importIds`).
 //! - [`controller`]: the reconciler, wired into the dependency hub like every generated kind,
 //!   one file per step (dispatch, inputs, observe, act, status, cleanup).
 //! - `fake` (unit tests only): a stateful in-memory EC2 behind the same traits.
@@ -17,5 +19,6 @@ pub mod controller;
 #[cfg(test)]
 pub mod fake;
 pub mod plan;
+pub mod policy;
 
 pub use crate::core_kinds::ec2::{AwsConfig, EC2Instance};

@@ -15,7 +15,7 @@ use futures::Stream;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PostParams};
 use serde_json::{Value as Json, json};
 
 use super::{CONSUMER_GROUP_LABEL, CONSUMER_KIND_LABEL, Index, object_key, values_secret_name};
@@ -45,6 +45,12 @@ pub fn waiting(
         format!("{reason}: {message}")
     };
     let event = (previous != Some(message.as_str()) && reason != WAITING).then(|| message.clone());
+    // Waiting does not fix a reference Kraken refuses to follow: say so in the reason.
+    let synced = if reason == crate::kit::conditions::reason::FORBIDDEN {
+        crate::kit::conditions::reason::FORBIDDEN
+    } else {
+        WAITING
+    };
     (
         [
             Set::new(
@@ -53,7 +59,7 @@ pub fn waiting(
                 WAITING,
                 "waiting for the values of spec.valuesFrom; see the Synced condition",
             ),
-            Set::new(SYNCED, false, WAITING, message),
+            Set::new(SYNCED, false, synced, message),
         ],
         event,
     )
@@ -121,7 +127,7 @@ pub async fn request_values(
         metrics.api_write("dependencyrequests", "patch");
         api.patch(
             &name,
-            &PatchParams::default(),
+            &crate::kit::status::patch_params(),
             &Patch::Merge(json!({"spec": spec})),
         )
         .await?;

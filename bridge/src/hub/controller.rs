@@ -250,7 +250,10 @@ fn readers<K>(
 }
 
 fn error_policy(_: Arc<DependencyRequest>, err: &kube::Error, _: Arc<Hub>) -> Action {
-    tracing::warn!("dependency hub: {err}; retrying");
+    tracing::warn!(
+        "dependency hub: {}; retrying",
+        crate::kit::errors::chain(err)
+    );
     Action::requeue(std::time::Duration::from_secs(5))
 }
 
@@ -453,20 +456,16 @@ async fn write_status(
     if dr.status.clone().unwrap_or_default() == status {
         return Ok(());
     }
-    hub.metrics.api_write("dependencyrequests", "patch-status");
-    Api::<DependencyRequest>::namespaced(hub.client.clone(), ns)
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "observedGeneration": status.observed_generation,
-                "conditions": status.conditions,
-                "values": status.values,
-                "secretName": status.secret_name,
-                "sensitivePaths": status.sensitive_paths,
-            }})),
-        )
-        .await?;
+    // Every field written, `null` included: a value that went away must be cleared.
+    let status = json!({
+        "observedGeneration": status.observed_generation,
+        "conditions": status.conditions,
+        "values": status.values,
+        "secretName": status.secret_name,
+        "sensitivePaths": status.sensitive_paths,
+    });
+    let api = Api::<DependencyRequest>::namespaced(hub.client.clone(), ns);
+    crate::kit::status::merge(&api, &hub.metrics, "dependencyrequests", name, &status).await?;
     Ok(())
 }
 

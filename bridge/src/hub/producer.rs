@@ -146,7 +146,11 @@ impl Producer<'_> {
         let patch = serde_json::from_value(replace).map_err(kube::Error::SerdeError)?;
         self.metrics.api_write("statedeclarations", "patch");
         match api
-            .patch(name, &PatchParams::default(), &Patch::<Json>::Json(patch))
+            .patch(
+                name,
+                &crate::kit::status::patch_params(),
+                &Patch::<Json>::Json(patch),
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -178,6 +182,10 @@ impl Producer<'_> {
                 name: Some(secret_name.to_owned()),
                 namespace: Some(self.namespace.to_owned()),
                 owner_references: Some(vec![self.owner()]),
+                labels: Some(BTreeMap::from([(
+                    crate::core_kinds::MANAGED_BY_LABEL.to_owned(),
+                    "kraken".to_owned(),
+                )])),
                 ..Default::default()
             },
             data: Some(values),

@@ -158,8 +158,14 @@ fn read(sources: &Sources, path: &str, source: &Source) -> Result<Got, Failure> 
             }
         }
         Source::Secret { name, key } => {
-            if sources.secret(name).is_none() {
+            let Some(secret) = sources.secret(name) else {
                 return Err(not_found(path, format!("Secret {name}")));
+            };
+            if let Some(why) = crate::core_kinds::secret_off_limits(secret) {
+                return Err(Failure::new(
+                    crate::kit::conditions::reason::FORBIDDEN,
+                    format!("{path}: Secret {name} cannot be referenced: {why}"),
+                ));
             }
             match sources.secret_text(name, key) {
                 Some(v) => Ok(Got {

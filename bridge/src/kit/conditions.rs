@@ -55,6 +55,9 @@ pub mod reason {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     pub const PROVIDER_CONFIG_MISSING: &str = "ProviderConfigMissing";
     pub const SECRET_MISSING: &str = "SecretMissing";
+    /// A reference names something Kraken will not read for a namespace user (a service
+    /// account token, Kraken's own Secrets).
+    pub const FORBIDDEN: &str = "Forbidden";
     pub const PROVIDER_CONFIG_INVALID: &str = "ProviderConfigInvalid";
     pub const PROVIDER_ERROR: &str = "ProviderError";
     pub const REPLACE_REFUSED: &str = "ReplaceRefused";

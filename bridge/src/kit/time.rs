@@ -32,6 +32,22 @@ impl BuildHasherDefault for std::collections::hash_map::RandomState {
     }
 }
 
+/// The shortest `driftInterval` honoured: a shorter one (`1ns`) would make every object a hot
+/// loop against its cloud and the API server, for every tenant.
+pub const MIN_DRIFT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// When a managed object looks for drift next, from its `driftInterval` (default 10 minutes,
+/// at least [`MIN_DRIFT_INTERVAL`], ±10 %): `None` for `0` (drift checks off). An unparsable
+/// value (the CRDs' pattern refuses them) counts as the default.
+pub fn drift_after(interval: Option<&str>) -> Option<Duration> {
+    let default = Duration::from_secs(600);
+    match parse_duration(interval.unwrap_or("10m")) {
+        Some(d) if d.is_zero() => None,
+        Some(d) => Some(jitter(d.max(MIN_DRIFT_INTERVAL), 0.1)),
+        None => Some(jitter(default, 0.1)),
+    }
+}
+
 /// Parses a Go duration (`10m`, `1h30m`, `2.5s`, `500ms`, `0`).
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
@@ -94,6 +110,16 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drift_intervals_have_a_floor_and_zero_turns_them_off() {
+        assert_eq!(drift_after(Some("0")), None);
+        let floor = drift_after(Some("1ns")).expect("on");
+        assert!(floor >= MIN_DRIFT_INTERVAL.mul_f64(0.9), "{floor:?}");
+        let default = drift_after(None).expect("on");
+        assert!((540..=660).contains(&default.as_secs()), "{default:?}");
+        assert_eq!(drift_after(Some("nonsense")).map(|d| d.as_secs() / 60), Some(default.as_secs() / 60));
+    }
 
     #[test]
     fn parses_go_durations() {

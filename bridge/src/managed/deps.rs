@@ -89,14 +89,36 @@ pub async fn inputs(
             }
             Ok(None)
         }
-        Values::Ready { values, .. } => {
+        Values::Ready { values, sensitive } => {
             run.set_status_field(
                 STATUS_REQUEST,
                 json!(object_key(&run.k.kind.resource.kind, &run.name)),
             );
+            run.sensitive_inputs = sensitive_attributes(p, &sensitive);
             merge(for_provider, values).map(Some)
         }
     }
+}
+
+/// The top-level attributes the sensitive `valuesFrom` paths set (a value inside `tags` makes
+/// all of `tags` sensitive, as Terraform marks a whole value derived from a sensitive one).
+fn sensitive_attributes(p: &Configured, paths: &[String]) -> std::collections::BTreeSet<String> {
+    paths
+        .iter()
+        .filter_map(|path| match p.fields.argument(path).ok()?.0.first()? {
+            PathStep::Attr(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `state` as Kubernetes JSON, without the attributes set from sensitive inputs.
+pub fn without_sensitive_inputs(run: &Run<'_>, state: &Value) -> Json {
+    let mut json = to_kube_json(state);
+    if let Some(members) = json.as_object_mut() {
+        members.retain(|k, _| !run.sensitive_inputs.contains(k));
+    }
+    json
 }
 
 /// The references `spec.valuesFrom` makes, each with the type and sensitivity of the argument
@@ -197,13 +219,15 @@ pub async fn publish(
     state: &Value,
 ) -> Result<()> {
     let json = to_kube_json(state);
-    let outputs = p.fields.state_to_status(&json);
+    let outputs = p
+        .fields
+        .state_to_status(&without_sensitive_inputs(run, state));
     let schema = p.resource(type_name)?;
     let names =
         kraken_codegen::names::field_names(schema.block.attributes.keys().map(String::as_str));
     let mut secret_values: BTreeMap<String, ByteString> = BTreeMap::new();
     for (tf, attr) in &schema.block.attributes {
-        if !attr.sensitive {
+        if !attr.sensitive && !run.sensitive_inputs.contains(tf) {
             continue;
         }
         let Some(v) = json.get(tf).filter(|v| !v.is_null()) else {

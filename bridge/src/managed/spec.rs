@@ -4,7 +4,6 @@ use kube::runtime::controller::Action;
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-use crate::kit::time::{jitter, parse_duration};
 
 /// The fields of a generated kind's spec the controller reads (forProvider stays JSON).
 #[derive(Debug, Default, Deserialize)]
@@ -50,10 +49,7 @@ impl ManagedSpec {
 
     /// When to look for drift next.
     pub fn drift_action(&self) -> Action {
-        match parse_duration(self.drift_interval.as_deref().unwrap_or("10m")) {
-            Some(d) if d.is_zero() => Action::await_change(),
-            Some(d) => Action::requeue(jitter(d, 0.1)),
-            None => Action::requeue(jitter(std::time::Duration::from_secs(600), 0.1)),
-        }
+        crate::kit::time::drift_after(self.drift_interval.as_deref())
+            .map_or_else(Action::await_change, Action::requeue)
     }
 }

@@ -3,7 +3,7 @@
 //! Secret, status, Events.
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
@@ -13,6 +13,7 @@ use super::{FIELD_MANAGER, FINALIZER, KindContext};
 use crate::kit::conditions::Condition;
 use crate::kit::conditions::{self, Set};
 use crate::kit::finalizer;
+use crate::kit::status;
 
 /// One reconcile of one object: the object as last read or written, and the status being built.
 pub struct Run<'a> {
@@ -25,6 +26,11 @@ pub struct Run<'a> {
     pub status: Json,
     /// The provider state a successful pass left, to publish as the StateDeclaration.
     pub outputs: Option<crate::value::Value>,
+    /// Top-level attributes (Terraform names) set from a sensitive value through
+    /// `spec.valuesFrom` (a Secret, a sensitive output, a template using one): kept out of
+    /// `status.atProvider` and published only in the outputs Secret, whatever the schema
+    /// says of the argument.
+    pub sensitive_inputs: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Run<'a> {
@@ -47,6 +53,7 @@ impl<'a> Run<'a> {
             name,
             status,
             outputs: None,
+            sensitive_inputs: Default::default(),
         }
     }
 
@@ -130,7 +137,11 @@ impl<'a> Run<'a> {
         self.count(&self.k.kind.resource.plural, "patch");
         self.obj = self
             .api
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &self.name,
+                &crate::kit::status::patch_params(),
+                &Patch::Merge(&patch),
+            )
             .await?;
         self.remember_write(finalizer);
         Ok(())
@@ -215,12 +226,8 @@ impl<'a> Run<'a> {
             let mut body = self.obj.clone();
             body.data["status"] = self.status.clone();
             body.metadata.managed_fields = None;
-            self.count(&self.k.kind.resource.plural, "update-status");
-            match self
-                .api
-                .replace_status(&self.name, &PostParams::default(), &body)
-                .await
-            {
+            let plural = &self.k.kind.resource.plural;
+            match status::replace(&self.api, &self.k.ctx.metrics, plural, &self.name, &body).await {
                 Ok(obj) => {
                     self.obj = obj;
                     if self.has_finalizer() {

@@ -46,6 +46,10 @@ pub struct Options {
     pub identity: String,
     pub concurrency: u16,
     pub provider_idle_timeout: Duration,
+    /// Variables of the operator's environment providers may inherit (`--provider-env`).
+    pub provider_env: Vec<String>,
+    /// What EC2Instances may do with the operator's standing (`--aws-*`).
+    pub aws: crate::ec2::policy::AwsPolicy,
     pub provider_max_concurrency: usize,
     /// How `Provider`s are installed: plugin cache, default mirror, extra CAs.
     pub install: InstallSettings,
@@ -70,7 +74,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             max_concurrency_per_process: opts.provider_max_concurrency,
             idle_timeout: opts.provider_idle_timeout,
         })
-        .with_rpc_observer(metrics.clone()),
+        .with_rpc_observer(metrics.clone())
+        .with_inherited_env(opts.provider_env.clone()),
     );
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
@@ -119,6 +124,7 @@ fn wire(
         managed,
         hub_index,
         concurrency: opts.concurrency,
+        aws: opts.aws.clone(),
     }
 }
 
@@ -197,6 +203,7 @@ struct Wiring {
     managed: Arc<Context>,
     hub_index: Arc<crate::hub::Index>,
     concurrency: u16,
+    aws: crate::ec2::policy::AwsPolicy,
 }
 
 /// Starts a controller that runs until its receiver turns `true`.
@@ -226,6 +233,7 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
         crate::ec2::controller::Context {
             kit: w.kit.clone(),
             hub_index: w.hub_index.clone(),
+            policy: w.aws.clone(),
         },
     )));
     let managed = w.managed.clone();

@@ -39,8 +39,12 @@ pub struct LaunchOptions {
     pub binary: PathBuf,
     /// A name for logs and errors, e.g. the provider's source address.
     pub name: String,
-    /// Extra environment for the process (the host's environment is inherited).
+    /// Environment set for the process on top of the few variables it inherits
+    /// ([`super::env`]: never the launcher's whole environment).
     pub env: Vec<(String, String)>,
+    /// Variables of the launcher's environment the process may inherit besides the network
+    /// settings: names, or prefixes ending in `*` (`kraken operator --provider-env`).
+    pub inherit_env: Vec<String>,
     /// AutoMTLS on the plugin connection. Turn off only deliberately.
     pub tls: bool,
     pub handshake_timeout: Duration,
@@ -63,6 +67,7 @@ impl LaunchOptions {
             binary,
             name,
             env: Vec::new(),
+            inherit_env: Vec::new(),
             tls: true,
             handshake_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
@@ -250,7 +255,14 @@ fn spawn(
     identity: Option<&ClientIdentity>,
 ) -> Result<Child, LaunchError> {
     let mut cmd = Command::new(&opts.binary);
-    cmd.env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
+    cmd.env_clear()
+        .envs(super::env::inherited(
+            std::env::vars_os(),
+            &opts.inherit_env,
+        ))
+        // A home of its own: no credentials file, kubeconfig or cache of the operator's.
+        .env("HOME", socket_dir)
+        .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
         .env(
             "PLUGIN_PROTOCOL_VERSIONS",
             SUPPORTED_PROTOCOLS
@@ -265,7 +277,6 @@ fn spawn(
         // temp directory; pointing TMPDIR at the private directory covers them too (and the
         // provider's other temporary files are removed with it when the process exits).
         .env("TMPDIR", socket_dir)
-        .env_remove("PLUGIN_CLIENT_CERT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

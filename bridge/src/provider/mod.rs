@@ -14,6 +14,7 @@
 mod channel;
 mod client;
 mod convert;
+pub mod env;
 #[cfg(test)]
 pub mod fake;
 mod grpc;

@@ -1,14 +1,17 @@
-//! The provider pool: one long-lived, configured [`ProviderHost`] per
-//! (provider address, version, ProviderConfig generation), shared by every resource that uses it.
+//! The provider pool: one long-lived, configured [`ProviderHost`] per (provider address, version,
+//! ProviderConfig: its UID, generation and a digest of its resolved configuration), shared by
+//! every resource that uses it.
 //!
 //! Reconcilers ask [`ProviderPool::get`] for a host on every pass instead of keeping one, so the
 //! pool sees each use and can:
 //!
 //! - launch and `Configure` a process exactly once per key, however many reconciles race for it
 //!   (a per-key [`OnceCell`]);
-//! - roll a ProviderConfig change: a newer generation of the same ProviderConfig retires the older
-//!   host, which is shut down gracefully once the last caller holding it lets go — an apply in
-//!   flight is never cut off by a config change;
+//! - roll a ProviderConfig change: a newer generation of the same ProviderConfig, the same one
+//!   with a different resolved configuration (a rotated credentials Secret), or a ProviderConfig
+//!   deleted and created again under the same name (another UID: maybe another account) retires
+//!   the older host, which is shut down gracefully once the last caller holding it lets go — an
+//!   apply in flight is never cut off by a config change;
 //! - reap processes nobody has asked for within `idle_timeout`.
 //!
 //! Concurrency per process is bounded by the host's own semaphore. Crash restarts are the host's
@@ -36,9 +39,10 @@ use crate::value::Value;
 /// process is pure waste once it is free, and the check is two atomic loads.
 const RETIRE_POLL: Duration = Duration::from_millis(50);
 
-/// Identifies one pooled process: a provider build configured by one ProviderConfig generation.
+/// Identifies one pooled process: a provider build configured by one ProviderConfig as it
+/// resolved at one moment.
 ///
-/// The generation is explicit (rather than folded into an opaque string) so the pool can tell
+/// The parts are explicit (rather than folded into an opaque string) so the pool can tell
 /// "a newer version of the same ProviderConfig" — which replaces the old process — from
 /// "a different ProviderConfig", which lives alongside it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,8 +52,14 @@ pub struct PoolKey {
     pub version: String,
     /// The ProviderConfig, e.g. `team-a/default`.
     pub config_name: String,
+    /// The ProviderConfig's `metadata.uid`: a ProviderConfig deleted and created again under the
+    /// same name is another one.
+    pub uid: String,
     /// The ProviderConfig's `metadata.generation`.
     pub generation: i64,
+    /// A digest of the configuration the process is configured with (Secret values included),
+    /// so a rotated Secret, which changes no generation, starts a fresh process.
+    pub digest: String,
 }
 
 impl PoolKey {
@@ -57,6 +67,15 @@ impl PoolKey {
         self.address == other.address
             && self.version == other.version
             && self.config_name == other.config_name
+    }
+
+    /// Whether `self` is an older configuration of `newer`'s ProviderConfig: an older
+    /// generation of the same object, another configuration at the same generation, or another
+    /// object of the same name.
+    fn superseded_by(&self, newer: &PoolKey) -> bool {
+        self.same_config(newer)
+            && self != newer
+            && (self.uid != newer.uid || self.generation <= newer.generation)
     }
 }
 
@@ -141,6 +160,8 @@ pub struct ProviderPool {
     state: Mutex<State>,
     launches: AtomicU64,
     rpc_observer: Observer,
+    /// `kraken operator --provider-env`: what the processes may inherit.
+    inherit_env: Vec<String>,
 }
 
 impl ProviderPool {
@@ -150,7 +171,16 @@ impl ProviderPool {
             state: Mutex::new(State::default()),
             launches: AtomicU64::new(0),
             rpc_observer: None,
+            inherit_env: Vec::new(),
         }
+    }
+
+    /// Let every process this pool launches inherit the operator's variables matching
+    /// `patterns` (names, or prefixes ending in `*`), besides the network settings every
+    /// provider gets ([`super::env`]); unless the caller's [`LaunchOptions`] name their own.
+    pub fn with_inherited_env(mut self, patterns: Vec<String>) -> Self {
+        self.inherit_env = patterns;
+        self
     }
 
     /// Report every RPC of every process this pool launches to `observer` (unless the
@@ -246,6 +276,9 @@ impl ProviderPool {
     {
         if launch.rpc_observer.is_none() {
             launch.rpc_observer = self.rpc_observer.clone();
+        }
+        if launch.inherit_env.is_empty() {
+            launch.inherit_env = self.inherit_env.clone();
         }
         let concurrency = launch
             .max_concurrency
@@ -348,8 +381,8 @@ impl ProviderPool {
     }
 }
 
-/// Find or create the cell for `key`, removing (and returning) older generations of the same
-/// ProviderConfig. Pure map logic, kept apart so it can be tested without processes.
+/// Find or create the cell for `key`, removing (and returning) the older configurations of the
+/// same ProviderConfig name. Pure map logic, kept apart so it can be tested without processes.
 fn checkout(
     entries: &mut HashMap<PoolKey, Entry>,
     key: &PoolKey,
@@ -357,7 +390,7 @@ fn checkout(
 ) -> Result<(Cell, Vec<Cell>), PoolError> {
     let newest = entries
         .keys()
-        .filter(|k| k.same_config(key))
+        .filter(|k| k.same_config(key) && k.uid == key.uid)
         .map(|k| k.generation)
         .max();
     if let Some(current) = newest.filter(|g| *g > key.generation) {
@@ -368,7 +401,7 @@ fn checkout(
     }
     let older: Vec<PoolKey> = entries
         .keys()
-        .filter(|k| k.same_config(key) && k.generation < key.generation)
+        .filter(|k| k.superseded_by(key))
         .cloned()
         .collect();
     let retired = older
@@ -452,8 +485,35 @@ mod tests {
             address: "registry.terraform.io/hashicorp/random".into(),
             version: "3.6.0".into(),
             config_name: config.into(),
+            uid: "uid-1".into(),
             generation,
+            digest: "d1".into(),
         }
+    }
+
+    #[test]
+    fn a_rotated_secret_or_a_recreated_config_retires_the_process() {
+        let mut map = HashMap::new();
+        let now = Instant::now();
+        let (first, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        // Same generation, another resolved configuration: the credentials Secret was rotated.
+        let rotated = PoolKey {
+            digest: "d2".into(),
+            ..key("a/default", 1)
+        };
+        let (second, retired) = checkout(&mut map, &rotated, now).expect("checkout");
+        assert_eq!(retired.len(), 1);
+        assert!(Arc::ptr_eq(&retired[0], &first) && !Arc::ptr_eq(&first, &second));
+        // Deleted and created again: a new UID at generation 1 is not "older" than 3.
+        let (_, _) = checkout(&mut map, &key("a/default", 3), now).expect("checkout");
+        let recreated = PoolKey {
+            uid: "uid-2".into(),
+            ..key("a/default", 1)
+        };
+        let (_, retired) = checkout(&mut map, &recreated, now).expect("checkout");
+        assert_eq!(retired.len(), 1, "the old object's process goes");
+        assert_eq!(map.len(), 1);
+        assert!(map.contains_key(&recreated));
     }
 
     #[test]

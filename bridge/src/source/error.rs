@@ -12,6 +12,9 @@ pub enum Error {
     ProviderConfigMissing(String),
     #[error("{0}")]
     SecretMissing(String),
+    /// A reference to a Secret Kraken does not read for users.
+    #[error("{0}")]
+    Forbidden(String),
     /// The ProviderConfig is wrong: unresolvable provider, a configuration the provider
     /// rejected.
     #[error("ProviderConfig {name}: {message}")]
@@ -19,7 +22,8 @@ pub enum Error {
     /// The provider process could not be reached: launch failure, crash, transport.
     #[error("{0}")]
     ProviderUnavailable(String),
-    #[error("kubernetes API request failed: {0}")]
+    /// The condition shows the API server's answer after this (`kit::errors::chain`).
+    #[error("kubernetes API request failed")]
     Api(#[from] kube::Error),
 }
 
@@ -30,6 +34,7 @@ impl Error {
             Error::InvalidSpec(_) => reason::INVALID_SPEC,
             Error::ProviderConfigMissing(_) => reason::PROVIDER_CONFIG_MISSING,
             Error::SecretMissing(_) => reason::SECRET_MISSING,
+            Error::Forbidden(_) => reason::FORBIDDEN,
             Error::ProviderConfigInvalid { .. } => reason::PROVIDER_CONFIG_INVALID,
             Error::ProviderUnavailable(_) => reason::PROVIDER_UNAVAILABLE,
             Error::Api(_) => reason::API_ERROR,

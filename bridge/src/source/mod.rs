@@ -23,9 +23,9 @@ use crate::kit::errors::chain;
 use crate::provider::pool::{PoolError, PoolKey, ProviderPool};
 use crate::provider::resolve::{Resolved, Resolver};
 use crate::provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema};
-use crate::value::Value;
 use crate::value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
 use crate::value::kube::from_kube_json;
+use crate::value::{PathStep, Value};
 pub use error::{Error, Result};
 
 /// Where configured providers come from: the process pool, the resolver that finds binaries,
@@ -70,6 +70,9 @@ pub trait ProviderSource: Send + Sync {
     async fn provider(&self, kind: &KindInfo, namespace: &str, pc_name: &str)
     -> Result<Configured>;
 
+    /// The API server the resources' Secrets are read from.
+    fn client(&self) -> &kube::Client;
+
     /// The resource's configuration value from `spec.forProvider`, with Secret references
     /// resolved; `with_values` when values from `spec.valuesFrom` were merged in.
     async fn resource_config(
@@ -79,7 +82,17 @@ pub trait ProviderSource: Send + Sync {
         namespace: &str,
         for_provider: &Json,
         with_values: bool,
-    ) -> Result<Value>;
+    ) -> Result<Value> {
+        resource_config(
+            self.client(),
+            provider,
+            type_name,
+            namespace,
+            for_provider,
+            with_values,
+        )
+        .await
+    }
 }
 
 #[async_trait::async_trait]
@@ -93,23 +106,8 @@ impl ProviderSource for Source {
         provider(self, kind, namespace, pc_name).await
     }
 
-    async fn resource_config(
-        &self,
-        provider: &Configured,
-        type_name: &str,
-        namespace: &str,
-        for_provider: &Json,
-        with_values: bool,
-    ) -> Result<Value> {
-        resource_config(
-            &self.client,
-            provider,
-            type_name,
-            namespace,
-            for_provider,
-            with_values,
-        )
-        .await
+    fn client(&self) -> &kube::Client {
+        &self.client
     }
 }
 
@@ -231,7 +229,16 @@ pub async fn configured(
         address: resolved.address.clone(),
         version: resolved.version.clone(),
         config_name: format!("{namespace}/{pc_name}"),
+        uid: pc.metadata.uid.clone().unwrap_or_default(),
         generation: pc.metadata.generation.unwrap_or_default(),
+        // Secret values included: a rotated credential is a new process. Never shown (the
+        // key's Display leaves it out).
+        digest: format!(
+            "{:016x}",
+            crate::kit::hash::fnv1a(
+                format!("{config}|{}|{}", pc.spec.tls, pc.spec.max_concurrency).as_bytes()
+            )
+        ),
     };
     let mut launch = LaunchOptions::new(&resolved.binary);
     launch.name = format!("{} {}", resolved.address, resolved.version);
@@ -350,13 +357,19 @@ async fn resource_config(
         provider.fields.spec_to_tf(for_provider, &mut secret)
     }
     .map_err(|e| Error::InvalidSpec(e.to_string()))?;
-    let ty = provider.resource(type_name)?.block.implied_type();
-    from_kube_json(&tf, &ty).map_err(|e| {
-        Error::InvalidSpec(format!(
-            "{}: {}",
-            provider.fields.kube_path(&e.path),
-            e.message
-        ))
+    let block = &provider.resource(type_name)?.block;
+    from_kube_json(&tf, &block.implied_type()).map_err(|e| {
+        // A sensitive argument's value came from a Secret: say what was wrong, never what it
+        // was (the message reaches conditions and Events).
+        let sensitive = matches!(e.path.steps.first(), Some(PathStep::Attr(a))
+            if block.attributes.get(a).is_some_and(|attr| attr.sensitive));
+        let message = match e.message.split_once(", got ") {
+            Some((expected, _)) if sensitive => {
+                format!("{expected}, got a value of another type (sensitive: not shown)")
+            }
+            _ => e.message.clone(),
+        };
+        Error::InvalidSpec(format!("{}: {message}", provider.fields.kube_path(&e.path)))
     })
 }
 
@@ -365,6 +378,11 @@ async fn secret_value(secrets: &Api<Secret>, name: &str, key: &str) -> Result<St
     let Some(secret) = secrets.get_opt(name).await? else {
         return Err(Error::SecretMissing(format!("Secret {name} not found")));
     };
+    if let Some(why) = crate::core_kinds::secret_off_limits(&secret) {
+        return Err(Error::Forbidden(format!(
+            "Secret {name} cannot be referenced: {why}"
+        )));
+    }
     let bytes = secret
         .data
         .as_ref()

@@ -203,13 +203,7 @@ impl FixtureBed {
         let text = self.op.metrics()?;
         let mut writes = std::collections::BTreeMap::new();
         for (labels, n) in metric_samples(&text, "kraken_api_writes_total") {
-            let label = |key: &str| {
-                labels
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map_or("", |(_, v)| v.as_str())
-                    .to_owned()
-            };
+            let label = |key: &str| super::label(&labels, key);
             if label("resource") != "leases" {
                 let key = format!("{} {}", label("verb"), label("resource"));
                 *writes.entry(key).or_insert(0.0) += n;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::super::client::{Ec2, ErrorKind, INDEX_TAG, NAME_TAG, OWNER_TAG};
 use super::super::plan::{Desired, Plan, Step, Surplus};
+use super::super::policy::Refusal;
 use super::{Error, Pass, Result, reasons};
 use crate::core_kinds::ec2::LastPlan;
 
@@ -244,6 +245,19 @@ impl Pass<'_> {
             return Err(Error::ImportFailed(format!(
                 "spec.importIds[{index}]: instance {id} is already this object's index {other}"
             )));
+        }
+        if instance.tag(OWNER_TAG) != Some(self.uid.as_str()) {
+            // Not ours yet: the tenant must show it is theirs to hand over.
+            self.ctrl
+                .ctx
+                .policy
+                .may_adopt(&instance, &self.ns, &self.name)
+                .map_err(|r| match r {
+                    Refusal::NotAdoptable(m) => {
+                        Error::ImportFailed(format!("spec.importIds[{index}]: {m}"))
+                    }
+                    other => Error::Refused(other),
+                })?;
         }
         ec2.create_tags(id, &desired.tags_for(&self.owner(), index, 0))
             .await?;

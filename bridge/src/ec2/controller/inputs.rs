@@ -20,8 +20,13 @@ impl Pass<'_> {
     /// The EC2 client of the object's AwsConfig (or of the operator's environment).
     pub(super) async fn ec2(&self, spec: &EC2InstanceSpec) -> Result<Arc<dyn Ec2>> {
         let factory = &self.ctrl.factory;
+        let policy = &self.ctrl.ctx.policy;
         let Some(r) = &spec.aws_config_ref else {
-            return Ok(factory.client(&Target::default()).await);
+            let target = Target::default();
+            policy
+                .check(&target, "no spec.awsConfigRef")
+                .map_err(Error::Refused)?;
+            return Ok(factory.client(&target).await);
         };
         let cfg = Api::<AwsConfig>::namespaced(self.ctrl.ctx.client.clone(), &self.ns)
             .get_opt(&r.name)
@@ -40,6 +45,9 @@ impl Pass<'_> {
         if let Some(c) = &cfg.spec.credentials {
             target.credentials = Some(self.credentials(&r.name, c).await?);
         }
+        policy
+            .check(&target, &format!("AwsConfig {}", r.name))
+            .map_err(Error::Refused)?;
         Ok(factory.client(&target).await)
     }
 
@@ -82,6 +90,11 @@ impl Pass<'_> {
                 "AwsConfig {cfg_name}: Secret {name} (credentials.{what}) not found"
             ))
         })?;
+        if let Some(why) = crate::core_kinds::secret_off_limits(&secret) {
+            return Err(Error::Forbidden(format!(
+                "AwsConfig {cfg_name}: Secret {name} (credentials.{what}) cannot be used: {why}"
+            )));
+        }
         secret
             .data
             .as_ref()

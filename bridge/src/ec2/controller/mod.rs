@@ -38,6 +38,7 @@ use serde_json::Value as Json;
 
 use super::client::{Clients, Ec2Error, Ec2Factory, ErrorKind, Instance};
 use super::plan::Owner;
+use super::policy::{AwsPolicy, Refusal};
 use crate::core_kinds::PAUSED_ANNOTATION;
 use crate::core_kinds::ec2::{AwsConfig, EC2Instance, EC2InstanceStatus, GROUP};
 use crate::core_kinds::hub::ObjectReference;
@@ -67,6 +68,10 @@ pub mod reasons {
     pub const AWS_ERROR: &str = "AwsError";
     /// An importIds entry cannot be adopted.
     pub const IMPORT_FAILED: &str = "ImportFailed";
+    /// No credentials of its own, and the operator lends none.
+    pub const CREDENTIALS_REQUIRED: &str = "CredentialsRequired";
+    /// The AwsConfig's endpoint is not on the operator's allow-list.
+    pub const ENDPOINT_NOT_ALLOWED: &str = "EndpointNotAllowed";
     /// Correcting a change made outside Kraken.
     pub const DRIFT: &str = "DriftCorrected";
     pub const UPDATING: &str = "Updating";
@@ -81,10 +86,16 @@ enum Error {
     #[error("{0}")]
     SecretMissing(String),
     #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
     ImportFailed(String),
+    /// The administrator's [`AwsPolicy`] refuses it.
+    #[error("{}", refusal_message(.0))]
+    Refused(Refusal),
     #[error("{0}")]
     Ec2(#[from] Ec2Error),
-    #[error("kubernetes API request failed: {0}")]
+    /// The condition shows the API server's answer after this (`kit::errors::chain`).
+    #[error("kubernetes API request failed")]
     Kube(#[from] kube::Error),
 }
 
@@ -94,7 +105,11 @@ impl Error {
             Error::InvalidSpec(_) => reason::INVALID_SPEC,
             Error::AwsConfigMissing(_) => reasons::AWS_CONFIG_MISSING,
             Error::SecretMissing(_) => reason::SECRET_MISSING,
+            Error::Forbidden(_) => reason::FORBIDDEN,
             Error::ImportFailed(_) => reasons::IMPORT_FAILED,
+            Error::Refused(Refusal::CredentialsRequired(_)) => reasons::CREDENTIALS_REQUIRED,
+            Error::Refused(Refusal::EndpointNotAllowed(_)) => reasons::ENDPOINT_NOT_ALLOWED,
+            Error::Refused(Refusal::NotAdoptable(_)) => reasons::IMPORT_FAILED,
             Error::Ec2(e) => match e.kind {
                 ErrorKind::Credentials => reasons::CREDENTIALS,
                 ErrorKind::Unreachable | ErrorKind::Timeout => reasons::UNREACHABLE,
@@ -116,10 +131,20 @@ impl Error {
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What the EC2 controller shares with the others: the kit and the hub's index.
+fn refusal_message(r: &Refusal) -> &str {
+    match r {
+        Refusal::CredentialsRequired(m)
+        | Refusal::EndpointNotAllowed(m)
+        | Refusal::NotAdoptable(m) => m,
+    }
+}
+
+/// What the EC2 controller shares with the others: the kit and the hub's index; and its own
+/// limits, set by the administrator.
 pub struct Context {
     pub kit: Arc<Kit>,
     pub hub_index: Arc<crate::hub::Index>,
+    pub policy: AwsPolicy,
 }
 
 impl std::ops::Deref for Context {
@@ -228,7 +253,7 @@ pub async fn run(
 fn error_policy(obj: Arc<EC2Instance>, err: &kube::Error, ctrl: Arc<Ec2Controller>) -> Action {
     let wait = ctrl.ctx.backoff.failed(&obj.uid().unwrap_or_default());
     ctrl.ctx.metrics.reconcile_failed(LABEL, reason::API_ERROR);
-    tracing::warn!(kind = LABEL, name = %obj.name_any(), "reconcile failed: {err}; retrying in {wait:?}");
+    tracing::warn!(kind = LABEL, name = %obj.name_any(), "reconcile failed: {}; retrying in {wait:?}", crate::kit::errors::chain(err));
     Action::requeue(wait)
 }
 

@@ -2,10 +2,8 @@
 //! changed), Events, the StateDeclaration of its outputs, and when to look again.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use kube::Resource as _;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value as Json, json};
 
@@ -14,7 +12,6 @@ use super::{Error, LABEL, Pass, SETTLE, reasons};
 use crate::core_kinds::ec2::{EC2InstanceSpec, LastPlan};
 use crate::kit::conditions::{self, READY, SYNCED, Set, reason};
 use crate::kit::events::event;
-use crate::kit::time::{jitter, parse_duration};
 
 impl Pass<'_> {
     /// Sets conditions; the status then speaks of the current generation.
@@ -57,18 +54,14 @@ impl Pass<'_> {
                 p.entry(k.clone()).or_insert(Json::Null);
             }
         }
-        self.ctrl
-            .ctx
-            .metrics
-            .api_write("ec2instances", "patch-status");
-        self.obj = self
-            .api
-            .patch_status(
-                &self.name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": patch})),
-            )
-            .await?;
+        self.obj = crate::kit::status::merge(
+            &self.api,
+            &self.ctrl.ctx.metrics,
+            "ec2instances",
+            &self.name,
+            &patch,
+        )
+        .await?;
         self.before = after;
         Ok(())
     }
@@ -82,7 +75,7 @@ impl Pass<'_> {
     /// A failed pass: `Synced=False` with the error, `Ready` kept if the instances run, an
     /// Event when the error is new.
     pub(super) async fn report(&mut self, err: &Error) -> Result<(), kube::Error> {
-        let message = err.to_string();
+        let message = crate::kit::errors::chain(err);
         let previous = self.condition(SYNCED);
         let mut updates = vec![Set::new(SYNCED, false, err.reason(), message.clone())];
         if self.obj.metadata.deletion_timestamp.is_some() {
@@ -236,9 +229,5 @@ impl Pass<'_> {
 
 /// When to look for drift next.
 pub(super) fn drift_action(interval: Option<&str>) -> Action {
-    match parse_duration(interval.unwrap_or("10m")) {
-        Some(d) if d.is_zero() => Action::await_change(),
-        Some(d) => Action::requeue(jitter(d, 0.1)),
-        None => Action::requeue(jitter(Duration::from_secs(600), 0.1)),
-    }
+    crate::kit::time::drift_after(interval).map_or_else(Action::await_change, Action::requeue)
 }

@@ -64,6 +64,7 @@ mod passes {
 
     use super::super::super::client::{INDEX_TAG, Instance, OWNER_TAG, Target};
     use super::super::super::fake::{FakeEc2, Fault};
+    use super::super::super::policy::{ADOPT_TAG, AwsPolicy};
     use super::super::reconcile::reconcile;
     use super::super::{Context, Ec2Controller, SETTLE, reasons};
     use crate::core_kinds::ec2::EC2Instance;
@@ -80,19 +81,33 @@ mod passes {
         ctrl: Arc<Ec2Controller>,
     }
 
-    fn controller(api: &FakeApi, ec2: &FakeEc2) -> Arc<Ec2Controller> {
+    fn controller(api: &FakeApi, ec2: &FakeEc2, policy: AwsPolicy) -> Arc<Ec2Controller> {
         let kit = Arc::new(Kit::new(api.client(), Arc::new(Metrics::new())));
         let ctx = Arc::new(Context {
             kit,
             hub_index: Arc::new(crate::hub::Index::default()),
+            policy,
         });
         Arc::new(Ec2Controller::with_factory(ctx, Arc::new(ec2.clone())))
     }
 
+    /// A test lab's operator: it lends its (fake) credentials and allows a loopback emulator.
+    fn lab() -> AwsPolicy {
+        AwsPolicy {
+            ambient_credentials: true,
+            endpoints: vec!["http://127.0.0.1:*".into()],
+            adopt_untagged: false,
+        }
+    }
+
     fn world() -> World {
+        world_with(lab())
+    }
+
+    fn world_with(policy: AwsPolicy) -> World {
         let api = FakeApi::new();
         let ec2 = FakeEc2::new();
-        let ctrl = controller(&api, &ec2);
+        let ctrl = controller(&api, &ec2, policy);
         World { api, ec2, ctrl }
     }
 
@@ -323,6 +338,7 @@ mod passes {
             state: "running".into(),
             instance_type: "t3.micro".into(),
             image_id: "ami-1".into(),
+            tags: [(ADOPT_TAG.to_string(), format!("{NS}/web"))].into(),
             ..Instance::default()
         });
         let mut s = spec(1);
@@ -403,6 +419,82 @@ mod passes {
     }
 
     #[tokio::test]
+    async fn an_untagged_instance_is_not_adopted() {
+        let w = world();
+        let someone_elses = Instance {
+            id: "i-prod".into(),
+            state: "running".into(),
+            instance_type: "m5.large".into(),
+            image_id: "ami-1".into(),
+            // Tagged for another namespace's object of the same name.
+            tags: [(ADOPT_TAG.to_string(), "other/web".to_string())].into(),
+            ..Instance::default()
+        };
+        w.ec2.put(someone_elses.clone());
+        let mut s = spec(1);
+        s["importIds"] = json!(["i-prod"]);
+        w.create("web", s);
+        w.pass("web").await.expect("pass");
+        let (status, why, message) = w.condition("web", SYNCED);
+        assert_eq!(
+            (status.as_str(), why.as_str()),
+            ("False", reasons::IMPORT_FAILED)
+        );
+        assert!(
+            message.contains("kraken.dev/adoptable-by=team/web"),
+            "{message}"
+        );
+        // Untouched: no owner tag written, and deleting the object cannot terminate it.
+        assert_eq!(w.ec2.instance("i-prod"), Some(someone_elses));
+        w.delete("web").await;
+        w.settle("web").await;
+        assert!(w.obj("web").is_none());
+        assert_eq!(
+            w.ec2.instance("i-prod").map(|i| i.state),
+            Some("running".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_operators_credentials_and_foreign_endpoints_are_refused() {
+        let w = world_with(AwsPolicy {
+            endpoints: vec!["http://127.0.0.1:*".into()],
+            ..AwsPolicy::default()
+        });
+        // No AwsConfig: it would be the operator's own credentials.
+        w.create("ambient", spec(1));
+        w.pass("ambient").await.expect("pass");
+        let (_, why, message) = w.condition("ambient", SYNCED);
+        assert_eq!(why, reasons::CREDENTIALS_REQUIRED, "{message}");
+        // An AwsConfig pointing at the cloud metadata endpoint.
+        w.api.insert(
+            "secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "creds", "namespace": NS},
+                   "data": {"id": "QUtJQQ==", "secret": "c2VjcmV0"}}),
+        );
+        w.api.insert(
+            "awsconfigs",
+            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
+                   "metadata": {"name": "imds", "namespace": NS},
+                   "spec": {"region": "eu-west-1", "endpoint": "http://169.254.169.254",
+                            "credentials": {
+                                "accessKeyIdSecretRef": {"name": "creds", "key": "id"},
+                                "secretAccessKeySecretRef": {"name": "creds", "key": "secret"}}}}),
+        );
+        let mut s = spec(1);
+        s["awsConfigRef"] = json!({"name": "imds"});
+        w.create("imds", s);
+        w.pass("imds").await.expect("pass");
+        let (_, why, message) = w.condition("imds", SYNCED);
+        assert_eq!(why, reasons::ENDPOINT_NOT_ALLOWED, "{message}");
+        assert!(message.contains("169.254.169.254"), "{message}");
+        // Neither reached EC2 at all.
+        assert!(w.ec2.targets().is_empty(), "{:?}", w.ec2.targets());
+        assert_eq!(w.ec2.launches(), 0);
+    }
+
+    #[tokio::test]
     async fn throttling_retries_and_an_invalid_parameter_is_reported() {
         let w = world();
         w.create("web", spec(1));
@@ -447,7 +539,7 @@ mod passes {
             assert!(fenced.instances.iter().all(|s| s.id.is_empty()));
             // A restarted operator: nothing in memory.
             let restarted = World {
-                ctrl: controller(&w.api, &w.ec2),
+                ctrl: controller(&w.api, &w.ec2, lab()),
                 api: w.api.clone(),
                 ec2: w.ec2.clone(),
             };

@@ -60,16 +60,31 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
             "pluginCache.persistence.enabled=true",
             "operator.providerMirror=https://mirror.example/",
             "replicas=2",
+            "metrics.expose=true",
+            "networkPolicy.enabled=true",
+            "networkPolicy.apiServerCIDRs={10.0.0.1/32}",
+            "aws.endpoints={http://127.0.0.1:*}",
+            "operator.providerEnv={HTTPS_PROXY}",
         ],
     ] {
         let rendered = helm_template(&sets)?;
-        for kind in [
-            "Deployment",
-            "ServiceAccount",
-            "ClusterRole",
-            "RoleBinding",
-            "Service",
+        // Locked down whatever the values: no privileges, the runtime's seccomp profile,
+        // capped scratch space, probes on their own port.
+        for line in [
+            "seccompProfile: {type: RuntimeDefault}",
+            "readOnlyRootFilesystem: true",
+            "capabilities: {drop: [\"ALL\"]}",
+            "runAsNonRoot: true",
+            "emptyDir: {sizeLimit: 1Gi}",
+            "--health-addr=0.0.0.0:8081",
+            "httpGet: {path: /readyz, port: health}",
         ] {
+            ensure!(
+                rendered.contains(line),
+                "the chart ({sets:?}) lacks {line:?}"
+            );
+        }
+        for kind in ["Deployment", "ServiceAccount", "ClusterRole", "RoleBinding"] {
             ensure!(
                 rendered.contains(&format!("kind: {kind}\n")),
                 "no {kind} rendered"
@@ -80,7 +95,22 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
                 !rendered.contains("PersistentVolumeClaim"),
                 "a PVC by default"
             );
+            // /metrics names every resource: private unless asked.
+            ensure!(rendered.contains("--metrics-addr=127.0.0.1:8080"));
+            ensure!(
+                !rendered.contains("kind: Service\n"),
+                "a metrics Service by default"
+            );
+            ensure!(!rendered.contains("kind: NetworkPolicy"));
         } else {
+            ensure!(rendered.contains("--metrics-addr=0.0.0.0:8080"));
+            ensure!(rendered.contains("kind: Service\n"), "no metrics Service");
+            ensure!(rendered.contains("kind: NetworkPolicy"), "no NetworkPolicy");
+            ensure!(
+                rendered.contains("- 169.254.0.0/16"),
+                "the NetworkPolicy lets providers reach the metadata endpoint"
+            );
+            ensure!(rendered.contains("--aws-endpoint=http://127.0.0.1:*"));
             ensure!(
                 rendered.contains("kind: PersistentVolumeClaim"),
                 "no PVC with persistence"

@@ -281,13 +281,32 @@ fn a_secret_value_stays_sensitive_in_a_plain_argument() -> anyhow::Result<()> {
             "atProvider shows the tags: {}",
             obj["status"]["atProvider"]
         );
-        for what in ["statedeclarations", "dependencyrequests", "events", "objects.fixture.tf.kraken.dev"] {
+        for what in [
+            "statedeclarations",
+            "dependencyrequests",
+            "events",
+            "objects.fixture.tf.kraken.dev",
+        ] {
             let text = bed.cp.kubectl(&["get", what, "-n", &ns, "-o", "json"])?;
-            anyhow::ensure!(!text.contains(secret), "the Secret's value leaked into {what}");
+            anyhow::ensure!(
+                !text.contains(secret),
+                "the Secret's value leaked into {what}"
+            );
         }
-        anyhow::ensure!(!bed.op.logs()?.contains(secret), "the value is in the operator's log");
+        anyhow::ensure!(
+            !bed.op.logs()?.contains(secret),
+            "the value is in the operator's log"
+        );
         // Published for those who may read it: in the outputs Secret.
-        let outputs = bed.cp.kubectl(&["get", "secret", "object-tagged-outputs", "-n", &ns, "-o", "json"])?;
+        let outputs = bed.cp.kubectl(&[
+            "get",
+            "secret",
+            "object-tagged-outputs",
+            "-n",
+            &ns,
+            "-o",
+            "json",
+        ])?;
         let outputs: serde_json::Value = serde_json::from_str(&outputs)?;
         anyhow::ensure!(
             outputs["data"].get("tags").is_some(),

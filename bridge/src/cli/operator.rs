@@ -54,9 +54,14 @@ pub struct OperatorArgs {
         value_delimiter = ':'
     )]
     pub ca_cert: Vec<PathBuf>,
-    /// Address for /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
+    /// Address for /metrics, /healthz and /readyz. Loopback by default: the metrics name every
+    /// resource; expose them deliberately (0.0.0.0:8080) where a scraper needs them.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub metrics_addr: SocketAddr,
+    /// Also serve /healthz and /readyz (only) here, e.g. 0.0.0.0:8081 for the kubelet's
+    /// probes while /metrics stays on loopback.
+    #[arg(long, value_name = "ADDR")]
+    pub health_addr: Option<SocketAddr>,
     /// Run without leader election (only safe with a single replica).
     #[arg(long)]
     pub no_leader_elect: bool,
@@ -133,6 +138,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         kubeconfig: args.kubeconfig,
         plugin_dirs: args.plugin_dirs,
         metrics_addr: args.metrics_addr,
+        health_addr: args.health_addr,
         leader_elect: !args.no_leader_elect,
         lease_namespace: args.lease_namespace,
         lease_name: args.lease_name,

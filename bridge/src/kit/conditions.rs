@@ -40,6 +40,10 @@ pub enum ConditionStatus {
     Unknown,
 }
 
+/// The longest condition message written (a provider's diagnostics, a list of failures):
+/// longer ones are cut, so no input makes a status grow without bound.
+pub const MAX_MESSAGE: usize = 4096;
+
 pub const READY: &str = "Ready";
 pub const SYNCED: &str = "Synced";
 
@@ -95,7 +99,7 @@ impl Set {
             type_,
             status,
             reason,
-            message: message.into(),
+            message: super::text::truncate(&message.into(), MAX_MESSAGE),
         }
     }
 }

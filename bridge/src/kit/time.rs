@@ -118,7 +118,8 @@ mod tests {
         assert!(floor >= MIN_DRIFT_INTERVAL.mul_f64(0.9), "{floor:?}");
         let default = drift_after(None).expect("on");
         assert!((540..=660).contains(&default.as_secs()), "{default:?}");
-        assert_eq!(drift_after(Some("nonsense")).map(|d| d.as_secs() / 60), Some(default.as_secs() / 60));
+        let fallback = drift_after(Some("nonsense")).expect("on");
+        assert!((540..=660).contains(&fallback.as_secs()), "{fallback:?}");
     }
 
     #[test]

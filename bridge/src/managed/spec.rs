@@ -4,7 +4,6 @@ use kube::runtime::controller::Action;
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-
 /// The fields of a generated kind's spec the controller reads (forProvider stays JSON).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

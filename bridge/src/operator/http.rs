@@ -32,6 +32,26 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// After a failed `accept` (e.g. out of file descriptors), wait before the next one rather
 /// than spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// What one client may hold of the server.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// How long a client has to send its request headers (a slow-loris holds nothing longer).
+    header_timeout: Duration,
+    /// How long any connection may live, keep-alive included.
+    connection: Duration,
+    /// Connections served at once; more are closed at once (a scraper and two probes need 3).
+    connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(5),
+            connection: Duration::from_secs(30),
+            connections: 64,
+        }
+    }
+}
 
 /// What the endpoints report.
 #[derive(Debug, Clone)]
@@ -39,6 +59,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// `/readyz` answers 200 while this is true, 503 otherwise.
     pub ready: Arc<AtomicBool>,
+    /// Whether this listener serves `/metrics` (a health-only listener does not).
+    pub with_metrics: bool,
 }
 
 /// The listening address could not be bound; names the address, the OS error is the source.
@@ -53,17 +75,40 @@ struct BindError {
 /// Binds `addr` and serves until the returned task is aborted. Returns the bound address
 /// (the real port when `addr` asked for port 0) and the serving task.
 pub async fn serve(addr: SocketAddr, state: HttpState) -> io::Result<(SocketAddr, JoinHandle<()>)> {
+    serve_with(addr, state, Limits::default()).await
+}
+
+async fn serve_with(
+    addr: SocketAddr,
+    state: HttpState,
+    limits: Limits,
+) -> io::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| io::Error::new(source.kind(), BindError { addr, source }))?;
     let bound = listener.local_addr()?;
     info!(addr = %bound, "serving /metrics, /healthz and /readyz");
     let state = Arc::new(state);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.connections));
     let task = tokio::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((stream, peer)) => {
-                    tokio::spawn(serve_connection(stream, peer, Arc::clone(&state)));
+                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                        debug!(%peer, "too many HTTP connections; closing this one");
+                        continue;
+                    };
+                    let state = Arc::clone(&state);
+                    tokio::spawn(async move {
+                        let served = serve_connection(stream, peer, state, limits.header_timeout);
+                        if tokio::time::timeout(limits.connection, served)
+                            .await
+                            .is_err()
+                        {
+                            debug!(%peer, "HTTP connection closed after {:?}", limits.connection);
+                        }
+                        drop(slot);
+                    });
                 }
                 Err(err) => {
                     warn!(error = %err, "failed to accept an HTTP connection");
@@ -75,12 +120,19 @@ pub async fn serve(addr: SocketAddr, state: HttpState) -> io::Result<(SocketAddr
     Ok((bound, task))
 }
 
-async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state: Arc<HttpState>) {
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    state: Arc<HttpState>,
+    header_timeout: Duration,
+) {
     let service = service_fn(move |req: Request<Incoming>| {
         let response = respond(&state, req.method(), req.uri().path());
         async move { Ok::<_, Infallible>(response) }
     });
     if let Err(err) = http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(stream), service)
         .await
     {
@@ -90,7 +142,8 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state
 
 /// The response to `method path`; pure apart from reading the metrics and the ready flag.
 fn respond(state: &HttpState, method: &Method, path: &str) -> Response<Full<Bytes>> {
-    let known = matches!(path, "/metrics" | "/healthz" | "/readyz");
+    let known =
+        matches!(path, "/healthz" | "/readyz") || (path == "/metrics" && state.with_metrics);
     if !known {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
@@ -152,6 +205,7 @@ mod tests {
         HttpState {
             metrics: Arc::new(Metrics::new()),
             ready: Arc::new(AtomicBool::new(false)),
+            with_metrics: true,
         }
     }
 
@@ -200,6 +254,47 @@ mod tests {
             "{response}"
         );
         assert!(response.ends_with("# EOF\n"), "{response}");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn idle_clients_are_cut_off_and_cannot_crowd_out_the_probes() {
+        use tokio::io::AsyncReadExt as _;
+        let limits = Limits {
+            header_timeout: Duration::from_millis(200),
+            connection: Duration::from_secs(5),
+            connections: 2,
+        };
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let (addr, task) = serve_with(loopback, state(), limits).await.expect("bind");
+        // Two clients connect and send nothing (a slow-loris): they hold both slots.
+        let mut idle = Vec::new();
+        for _ in 0..2 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A third is closed at once.
+        let mut third = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(2), third.read(&mut buf)).await;
+        assert!(
+            matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+            "the third connection was served: {n:?}"
+        );
+        // The idle ones are dropped after the header timeout, and the probe answers again.
+        for mut c in idle {
+            let n = tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf)).await;
+            assert!(
+                matches!(n, Ok(Ok(_)) | Ok(Err(_))),
+                "an idle client was kept: {n:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            request(addr, "GET", "/healthz")
+                .await
+                .starts_with("HTTP/1.1 200")
+        );
         task.abort();
     }
 

@@ -40,6 +40,9 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     pub plugin_dirs: Vec<PathBuf>,
     pub metrics_addr: SocketAddr,
+    /// A second listener for `/healthz` and `/readyz` only (`--health-addr`), so the probes
+    /// can listen on the pod's address while `/metrics` stays on loopback.
+    pub health_addr: Option<SocketAddr>,
     pub leader_elect: bool,
     pub lease_namespace: String,
     pub lease_name: String,
@@ -59,15 +62,25 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let client = client(opts.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    let (addr, _server) = http::serve(
-        opts.metrics_addr,
-        HttpState {
-            metrics: metrics.clone(),
-            ready: ready.clone(),
-        },
-    )
-    .await?;
+    let state = HttpState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        with_metrics: true,
+    };
+    let (addr, _server) = http::serve(opts.metrics_addr, state.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    let _health = match opts.health_addr {
+        Some(health) => {
+            let only_health = HttpState {
+                with_metrics: false,
+                ..state
+            };
+            let (addr, task) = http::serve(health, only_health).await?;
+            tracing::info!(%addr, "serving /healthz and /readyz");
+            Some(task)
+        }
+        None => None,
+    };
 
     let pool = Arc::new(
         ProviderPool::new(PoolOptions {

@@ -19,7 +19,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, info};
@@ -144,9 +144,9 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
     let child = spawn(opts, socket_dir.path(), identity.as_ref())?;
     let (process, stdout) = watch_process(opts, child, socket_dir)?;
 
-    let mut lines = BufReader::new(stdout).lines();
-    let handshake = read_handshake(opts, &mut lines, &process).await?;
-    drain_stdout(lines, opts.name.clone());
+    let mut stdout = BufReader::new(stdout);
+    let handshake = read_handshake(opts, &mut stdout, &process).await?;
+    drain_stdout(stdout, opts.name.clone());
 
     if !SUPPORTED_PROTOCOLS.contains(&handshake.app_protocol) {
         return Err(LaunchError::UnsupportedProtocol {
@@ -332,7 +332,7 @@ fn describe_exit(status: &ExitStatus) -> String {
 
 async fn read_handshake<R>(
     opts: &LaunchOptions,
-    lines: &mut tokio::io::Lines<BufReader<R>>,
+    stdout: &mut BufReader<R>,
     process: &Process,
 ) -> Result<Handshake, LaunchError>
 where
@@ -340,7 +340,7 @@ where
 {
     let read = async {
         loop {
-            match lines.next_line().await {
+            match super::stdio::next_line(stdout, super::stdio::MAX_LINE).await {
                 Ok(Some(line)) if line.starts_with("1|") => return Ok(line),
                 Ok(Some(line)) => {
                     debug!(provider = %opts.name, %line, "provider stdout before handshake")

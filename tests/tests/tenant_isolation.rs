@@ -317,3 +317,47 @@ fn a_secret_value_stays_sensitive_in_a_plain_argument() -> anyhow::Result<()> {
     })();
     bed.finish(result)
 }
+
+/// A provider that hangs in an apply (the fixture's one-shot hang switch) is stopped and
+/// killed at the deadline, the resource says `ProviderTimeout`, a fresh process serves the
+/// retry, and the provider's permits are not pinned: every object converges, none twice.
+#[test]
+fn a_hung_provider_is_replaced_and_the_resource_converges() -> anyhow::Result<()> {
+    let marker_dir = kraken_tests::scratch_dir("kraken-hang-")?;
+    let marker = marker_dir.path().join("hang-once");
+    let opts = OperatorOptions {
+        env: vec![(
+            "KRAKEN_FIXTURE_HANG_ONCE_FILE".into(),
+            marker.to_string_lossy().into_owned(),
+        )],
+        args: vec!["--provider-apply-timeout".into(), "3s".into()],
+        ..OperatorOptions::default()
+    };
+    let bed = FixtureBed::start("tenant-hang", opts)?;
+    let result = (|| {
+        let started = std::time::Instant::now();
+        bed.apply_object(
+            "stuck",
+            json!({"forProvider": {"name": "stuck", "size": 1}}),
+        )?;
+        let message = bed.wait_event("stuck", "ProviderTimeout", CONVERGE)?;
+        anyhow::ensure!(marker.exists(), "the fixture never hung");
+        anyhow::ensure!(message.contains("no answer within 3s"), "{message}");
+        bed.wait_reconciled("stuck", CONVERGE)?;
+        eprintln!(
+            "converged {:.1}s after the apply",
+            started.elapsed().as_secs_f64()
+        );
+        // The same provider serves others at once: nothing is still held by the hung call.
+        for name in ["after-1", "after-2"] {
+            bed.apply_object(name, json!({"forProvider": {"name": name, "size": 1}}))?;
+        }
+        for name in ["after-1", "after-2"] {
+            bed.wait_reconciled(name, CONVERGE)?;
+        }
+        let live = kraken_tests::ledger::live_objects(bed.ledger_dir());
+        anyhow::ensure!(live == 3, "the ledger holds {live} objects, not 3");
+        Ok(())
+    })();
+    bed.finish(result)
+}

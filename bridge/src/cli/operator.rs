@@ -96,6 +96,13 @@ pub struct OperatorArgs {
         value_parser = crate::provider::env::parse_pattern
     )]
     pub provider_env: Vec<String>,
+    /// How long a provider may take to apply a change (ApplyResourceChange) before it is
+    /// stopped, killed and replaced, and the resource reports ProviderTimeout (Go duration).
+    #[arg(long, default_value = "60m", value_parser = parse_duration, value_name = "DURATION")]
+    pub provider_apply_timeout: std::time::Duration,
+    /// The same for every other provider request (plan, read, import, configure...).
+    #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    pub provider_rpc_timeout: std::time::Duration,
     /// Let EC2Instances without credentials of their own (no AwsConfig, or one without
     /// credentials) use the operator's: the AWS SDK's default chain (environment, web
     /// identity, instance metadata). Off: such a resource reports CredentialsRequired.
@@ -146,6 +153,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency.max(1),
         provider_idle_timeout: args.provider_idle_timeout,
         provider_env: args.provider_env,
+        provider_deadlines: crate::provider::Deadlines {
+            apply: args.provider_apply_timeout,
+            other: args.provider_rpc_timeout,
+            ..crate::provider::Deadlines::default()
+        },
         aws: crate::ec2::policy::AwsPolicy {
             ambient_credentials: args.aws_ambient_credentials,
             endpoints: args.aws_endpoints,

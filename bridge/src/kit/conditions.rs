@@ -68,6 +68,8 @@ pub mod reason {
     pub const CREATE_INTERRUPTED: &str = "CreateInterrupted";
     pub const EXTERNAL_OBJECT_MISSING: &str = "ExternalObjectMissing";
     pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
+    /// The provider did not answer in time; it was replaced and the request is retried.
+    pub const PROVIDER_TIMEOUT: &str = "ProviderTimeout";
     pub const API_ERROR: &str = "ApiError";
 }
 

@@ -18,6 +18,9 @@ pub enum Error {
     /// The provider process could not be reached: launch failure, crash, transport.
     #[error("{0}")]
     ProviderUnavailable(String),
+    /// The provider did not answer by the RPC's deadline and was replaced.
+    #[error("{0}")]
+    ProviderTimeout(String),
     #[error("{0}")]
     ReplaceRefused(String),
     #[error("{0}")]
@@ -46,6 +49,7 @@ impl Error {
             Error::Source(e) => e.reason(),
             Error::Provider(_) => reason::PROVIDER_ERROR,
             Error::ProviderUnavailable(_) => reason::PROVIDER_UNAVAILABLE,
+            Error::ProviderTimeout(_) => reason::PROVIDER_TIMEOUT,
             Error::ReplaceRefused(_) => reason::REPLACE_REFUSED,
             Error::CreateInterrupted(_) => reason::CREATE_INTERRUPTED,
             Error::ExternalObjectMissing(_) => reason::EXTERNAL_OBJECT_MISSING,

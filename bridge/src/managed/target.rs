@@ -7,7 +7,7 @@ use super::state::Stored;
 use super::write::Run;
 use crate::kit::errors::chain as anyhow_chain;
 use crate::provider::lifecycle::{self, Action as PlanAction, Applied, LifecycleError, Plan};
-use crate::provider::{Diagnostic, DiagnosticsExt as _, Severity, UpgradeRequest};
+use crate::provider::{Diagnostic, DiagnosticsExt as _, ProviderError, Severity, UpgradeRequest};
 use crate::source::Configured;
 use crate::value::fields::FieldMap;
 use crate::value::json::{decode_json_bytes, encode_json_bytes};
@@ -53,6 +53,9 @@ impl<'p> Target<'p> {
     pub(super) fn lifecycle_err(&self, what: &str, e: LifecycleError) -> Error {
         match e {
             LifecycleError::Rejected(diags) => Error::Provider(describe(&diags, self.fields())),
+            LifecycleError::Provider(pe @ ProviderError::Timeout { .. }) => {
+                Error::ProviderTimeout(format!("{what} {}: {}", self.type_name, anyhow_chain(&pe)))
+            }
             LifecycleError::Provider(pe) => Error::ProviderUnavailable(format!(
                 "{what} {}: {}",
                 self.type_name,

@@ -51,6 +51,8 @@ pub struct Options {
     pub provider_idle_timeout: Duration,
     /// Variables of the operator's environment providers may inherit (`--provider-env`).
     pub provider_env: Vec<String>,
+    /// How long provider RPCs may take (`--provider-apply-timeout`, `--provider-rpc-timeout`).
+    pub provider_deadlines: crate::provider::Deadlines,
     /// What EC2Instances may do with the operator's standing (`--aws-*`).
     pub aws: crate::ec2::policy::AwsPolicy,
     pub provider_max_concurrency: usize,
@@ -88,7 +90,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             idle_timeout: opts.provider_idle_timeout,
         })
         .with_rpc_observer(metrics.clone())
-        .with_inherited_env(opts.provider_env.clone()),
+        .with_inherited_env(opts.provider_env.clone())
+        .with_deadlines(opts.provider_deadlines),
     );
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());

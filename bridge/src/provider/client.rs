@@ -24,6 +24,7 @@ pub struct PluginClient {
     pub tls: bool,
     pub(super) process: Arc<Process>,
     pub(super) observer: Observer,
+    pub(super) deadlines: super::rpc::Deadlines,
 }
 
 pub(super) struct Process {
@@ -138,6 +139,7 @@ pub(crate) fn detached_client(
         tls: false,
         process: Arc::new(process),
         observer,
+        deadlines: super::rpc::Deadlines::default(),
     };
     (client, exit_tx)
 }

@@ -125,8 +125,8 @@ impl ProviderHost {
             .await
             .map_err(HostError::into_provider_error)?;
         let result = f(inst.provider.clone()).await;
-        if let Err(ProviderError::Crashed { rpc }) = &result {
-            warn!(provider = %self.options.name, rpc, "provider crashed during a request");
+        if let Err(ProviderError::Crashed { rpc } | ProviderError::Timeout { rpc, .. }) = &result {
+            warn!(provider = %self.options.name, rpc, "provider crashed or hung during a request");
             let mut guard = self.current.lock().await;
             if guard
                 .as_ref()

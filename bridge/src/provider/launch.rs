@@ -54,6 +54,8 @@ pub struct LaunchOptions {
     pub max_concurrency: Option<usize>,
     /// Told the latency of every RPC to the process; a pool fills in its own when `None`.
     pub rpc_observer: Observer,
+    /// How long each kind of RPC may take before the process is stopped and replaced.
+    pub deadlines: super::rpc::Deadlines,
 }
 
 impl LaunchOptions {
@@ -73,6 +75,7 @@ impl LaunchOptions {
             shutdown_grace: Duration::from_secs(5),
             max_concurrency: None,
             rpc_observer: None,
+            deadlines: super::rpc::Deadlines::default(),
         }
     }
 }
@@ -173,6 +176,7 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
         tls: identity.is_some(),
         process,
         observer: opts.rpc_observer.clone(),
+        deadlines: opts.deadlines,
     })
 }
 

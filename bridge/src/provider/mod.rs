@@ -41,6 +41,7 @@ pub use host::ProviderHost;
 pub use kraken_codegen::schema;
 pub use launch::{LaunchError, LaunchOptions, launch};
 pub use observe::RpcObserver;
+pub use rpc::Deadlines;
 pub use schema::ProviderSchema;
 
 use crate::value::{AttrPath, Value};
@@ -112,6 +113,13 @@ impl DiagnosticsExt for [Diagnostic] {
 pub enum ProviderError {
     #[error("provider process exited during {rpc}")]
     Crashed { rpc: &'static str },
+    /// No answer by the RPC's deadline: the process was stopped and killed, and a fresh one
+    /// serves the next request. Whether the provider acted is unknown (like a crash).
+    #[error("{rpc} got no answer within {after:?}; the provider was stopped and will be restarted")]
+    Timeout {
+        rpc: &'static str,
+        after: std::time::Duration,
+    },
     #[error("{rpc} failed: {status}")]
     Rpc {
         rpc: &'static str,

@@ -162,6 +162,8 @@ pub struct ProviderPool {
     rpc_observer: Observer,
     /// `kraken operator --provider-env`: what the processes may inherit.
     inherit_env: Vec<String>,
+    /// `kraken operator --provider-*-timeout`: how long their RPCs may take.
+    deadlines: Option<super::Deadlines>,
 }
 
 impl ProviderPool {
@@ -172,7 +174,14 @@ impl ProviderPool {
             launches: AtomicU64::new(0),
             rpc_observer: None,
             inherit_env: Vec::new(),
+            deadlines: None,
         }
+    }
+
+    /// Give every process this pool launches these RPC deadlines.
+    pub fn with_deadlines(mut self, deadlines: super::Deadlines) -> Self {
+        self.deadlines = Some(deadlines);
+        self
     }
 
     /// Let every process this pool launches inherit the operator's variables matching
@@ -279,6 +288,9 @@ impl ProviderPool {
         }
         if launch.inherit_env.is_empty() {
             launch.inherit_env = self.inherit_env.clone();
+        }
+        if let Some(d) = self.deadlines {
+            launch.deadlines = d;
         }
         let concurrency = launch
             .max_concurrency

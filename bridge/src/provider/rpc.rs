@@ -1,17 +1,58 @@
-//! One provider RPC as the host runs it: raced against the process's exit, inside a span that
-//! names the provider and the resource type, and timed for the observer.
+//! One provider RPC as the host runs it: raced against the process's exit and its deadline,
+//! inside a span that names the provider and the resource type, and timed for the observer.
+//!
+//! A provider that does not answer in time is asked to stop (`StopProvider`), then killed: the
+//! host launches a fresh process for the next request, the caller's permit is returned, and
+//! nothing waits on a hung process for ever.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use tracing::Instrument as _;
+use tracing::{Instrument as _, warn};
 
 use super::client::PluginClient;
 use super::observe::grpc_method;
 use super::{ProviderError, Result};
 
+/// How long each kind of RPC may take (`kraken operator --provider-apply-timeout` and
+/// `--provider-rpc-timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// `ApplyResourceChange`: creating a database can take most of an hour.
+    pub apply: Duration,
+    /// `GetProviderSchema`, `GetMetadata` (and v5's `GetSchema`): answered from memory.
+    pub schema: Duration,
+    /// Everything else (plan, read, import, validate, configure, upgrade).
+    pub other: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Self {
+            apply: Duration::from_secs(60 * 60),
+            schema: Duration::from_secs(2 * 60),
+            other: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+impl Deadlines {
+    /// The deadline of gRPC method `method` (`ApplyResourceChange`).
+    pub fn of(&self, method: &str) -> Duration {
+        match method {
+            "ApplyResourceChange" => self.apply,
+            "GetProviderSchema" | "GetSchema" | "GetMetadata" => self.schema,
+            _ => self.other,
+        }
+    }
+}
+
+/// How long a provider past its deadline gets to answer `StopProvider` before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// Run one RPC, racing it against the provider process's exit: a crash fails the request with
-/// [`ProviderError::Crashed`] and is never reported as success.
+/// [`ProviderError::Crashed`] and is never reported as success; no answer by the deadline
+/// stops and kills the process ([`ProviderError::Timeout`]).
 ///
 /// The RPC runs inside an `rpc` span (`rpc`, `provider`, `type_name`, empty for provider-level
 /// RPCs) and its latency, failed or not, goes to the launch's observer.
@@ -27,9 +68,45 @@ where
     let method = grpc_method(rpc);
     let span = tracing::debug_span!("rpc", rpc = %method, provider = %client.name, type_name);
     let started = Instant::now();
-    let result = race_exit(client, rpc, fut).instrument(span).await;
+    let deadline = client.deadlines.of(&method);
+    let raced = tokio::time::timeout(deadline, race_exit(client, rpc, fut));
+    let result = match raced.instrument(span).await {
+        Ok(result) => result,
+        Err(_) => {
+            warn!(provider = %client.name, rpc = %method, ?deadline, "no answer in time; stopping the provider");
+            stop_and_kill(client).await;
+            Err(ProviderError::Timeout {
+                rpc,
+                after: deadline,
+            })
+        }
+    };
     client.observe_rpc(&method, started.elapsed());
     result
+}
+
+/// Ask the provider to cancel what it is doing (`StopProvider`), then kill it: a hung call may
+/// hold anything, and only a fresh process is known to be well.
+async fn stop_and_kill(client: &PluginClient) {
+    use kraken_proto::{tfplugin5, tfplugin6};
+    let channel = client.channel.clone();
+    let stop = async {
+        if client.protocol == 5 {
+            let mut c = tfplugin5::provider_client::ProviderClient::new(channel);
+            c.stop(tfplugin5::stop::Request::default())
+                .await
+                .map(|_| ())
+        } else {
+            let mut c = tfplugin6::provider_client::ProviderClient::new(channel);
+            c.stop_provider(tfplugin6::stop_provider::Request::default())
+                .await
+                .map(|_| ())
+        }
+    };
+    if !matches!(tokio::time::timeout(STOP_GRACE, stop).await, Ok(Ok(()))) {
+        warn!(provider = %client.name, "StopProvider did not answer; killing the provider");
+    }
+    client.kill().await;
 }
 
 async fn race_exit<T, F>(client: &PluginClient, rpc: &'static str, fut: F) -> Result<T>
@@ -73,6 +150,46 @@ mod tests {
         text.lines()
             .find_map(|l| l.strip_prefix(&prefix))
             .and_then(|v| v.trim().parse().ok())
+    }
+
+    #[tokio::test]
+    async fn a_call_past_its_deadline_stops_and_kills_the_provider() {
+        let (mut client, exit) = detached_client(RANDOM, None);
+        client.deadlines = Deadlines {
+            other: Duration::from_millis(50),
+            ..Deadlines::default()
+        };
+        assert_eq!(
+            client.deadlines.of("ApplyResourceChange"),
+            Duration::from_secs(3600)
+        );
+        // The "process" goes away once killed; a detached client has nobody to kill, so the
+        // test plays the supervisor.
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = exit.send(Some("killed".into()));
+        });
+        let started = Instant::now();
+        let hung = call(&client, "plan_resource_change", "random_pet", async {
+            std::future::pending::<std::result::Result<tonic::Response<()>, tonic::Status>>().await
+        })
+        .await;
+        assert!(
+            matches!(
+                hung,
+                Err(ProviderError::Timeout {
+                    rpc: "plan_resource_change",
+                    ..
+                })
+            ),
+            "{hung:?}"
+        );
+        assert!(client.has_exited(), "the hung provider was not waited out");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

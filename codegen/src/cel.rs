@@ -53,6 +53,9 @@ pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
 pub const VALUES_FROM_MAX_ITEMS: u64 = 64;
 /// `spec.valuesFrom[].path` is at most this long.
 pub const VALUES_FROM_PATH_MAX_LENGTH: u64 = 512;
+/// A `template` (in `valuesFrom`, DependencyRequests and ConfigExports) is at most this long;
+/// what it expands to is bounded by the hub.
+pub const TEMPLATE_MAX_LENGTH: u64 = 4096;
 
 /// One `x-kubernetes-validations` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -262,7 +262,7 @@ pub fn values_from_schema() -> Json {
                 "secretKeyRef": reference(
                     &[("name", "Name of the Secret."), ("key", "The key.")],
                     "A key of a Secret in this namespace."),
-                "template": {"type": "string",
+                "template": {"type": "string", "maxLength": crate::cel::TEMPLATE_MAX_LENGTH,
                              "description": "A literal value, parsed as the argument's Terraform type; use it for numbers beyond 64-bit precision."},
             },
         },

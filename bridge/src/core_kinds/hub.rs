@@ -103,6 +103,7 @@ pub struct ValueReference {
     /// ${stateDeclaration:NAME:PATH}, ${configMap:NAME:KEY}, ${secret:NAME:KEY}; $${ is a
     /// literal ${.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub template: Option<String>,
 }
 
@@ -278,6 +279,7 @@ pub struct ExportValue {
     pub secret_key_ref: Option<KeySource>,
     /// A string with ${...} references (see DependencyRequest's template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub template: Option<String>,
 }
 

@@ -43,9 +43,18 @@ pub mod reason {
     pub const CYCLE: &str = "Cycle";
     pub const CROSS_NAMESPACE: &str = "CrossNamespace";
     pub const INVALID_REFERENCE: &str = "InvalidReference";
+    /// A value (or a template's expansion) past [`super::MAX_VALUE_BYTES`], or a request's
+    /// values together past [`super::MAX_REQUEST_BYTES`].
+    pub const TOO_LARGE: &str = "ValueTooLarge";
 }
 
 /// Label on a DependencyRequest: the API group of its consumer.
+/// The most text one resolved value may take (a ConfigMap key, an output, a template's
+/// expansion): values are written into statuses and Secrets, so none may grow without bound.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+/// The most text all values of one request may take together.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+
 pub const CONSUMER_GROUP_LABEL: &str = "kraken.dev/consumer-group";
 /// Label on a DependencyRequest: its consumer's kind, lowercased.
 pub const CONSUMER_KIND_LABEL: &str = "kraken.dev/consumer-kind";

@@ -75,11 +75,32 @@ pub fn resolve(
     sources: &Sources,
 ) -> Resolution {
     let mut out = Resolution::default();
+    let mut total = 0usize;
     for (r, p) in references {
         let got = match p {
             Err(f) => Err(f.clone()),
             Ok(p) => resolve_one(sources, &r.path, p),
         };
+        // Bound what one request can make the hub hold and write.
+        let got = got.and_then(|g| {
+            let size = to_text(&g.value).len();
+            if size > super::MAX_VALUE_BYTES {
+                return Err(too_large(&r.path, "the value comes"));
+            }
+            total += size;
+            if total > super::MAX_REQUEST_BYTES {
+                Err(Failure::new(
+                    reason::TOO_LARGE,
+                    format!(
+                        "{}: the values of this object come to more than {} KiB together",
+                        r.path,
+                        super::MAX_REQUEST_BYTES / 1024
+                    ),
+                ))
+            } else {
+                Ok(g)
+            }
+        });
         let got = got.and_then(|g| {
             let secret = g.sensitive || r.sensitive;
             convert(&g.value, r.r#type.as_ref(), secret)
@@ -122,6 +143,9 @@ fn resolve_one(sources: &Sources, path: &str, p: &Parsed) -> Result<Got, Failure
                         text.push_str(&to_text(&g.value));
                     }
                 }
+                if text.len() > super::MAX_VALUE_BYTES {
+                    return Err(too_large(path, "the template expands"));
+                }
             }
             Ok(Got {
                 value: Json::String(text),
@@ -129,6 +153,16 @@ fn resolve_one(sources: &Sources, path: &str, p: &Parsed) -> Result<Got, Failure
             })
         }
     }
+}
+
+fn too_large(path: &str, what: &str) -> Failure {
+    Failure::new(
+        reason::TOO_LARGE,
+        format!(
+            "{path}: {what} to more than {} KiB",
+            super::MAX_VALUE_BYTES / 1024
+        ),
+    )
 }
 
 fn not_found(path: &str, what: String) -> Failure {

@@ -276,3 +276,63 @@ fn missing_outputs_secret_is_reported_not_found() {
             .contains("sensitive outputs of pet-a")
     );
 }
+
+#[test]
+fn values_and_templates_have_a_size_bound() {
+    let mut s = sources();
+    let big = "x".repeat(40 * 1024);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big"}, "data": {"k": big, "huge": "y".repeat(100 * 1024)},
+    }))
+    .expect("config map");
+    s.config_maps.insert("big".into(), Some(cm));
+    let template = |path: &str, t: &str| ValueReference {
+        path: path.into(),
+        template: Some(t.into()),
+        ..ValueReference::default()
+    };
+    let from_cm = |path: &str, k: &str| ValueReference {
+        path: path.into(),
+        config_map_key_ref: key("big", k),
+        ..ValueReference::default()
+    };
+    let refs = [
+        // Alone, one 40 KiB value is fine.
+        from_cm("one", "k"),
+        // One value past 64 KiB.
+        from_cm("huge", "huge"),
+        // A template that repeats a 40 KiB value.
+        template("twice", "${configMap:big:k}${configMap:big:k}"),
+        // Together past 256 KiB: the 7th 40 KiB value.
+        from_cm("a", "k"),
+        from_cm("b", "k"),
+        from_cm("c", "k"),
+        from_cm("d", "k"),
+        from_cm("e", "k"),
+        from_cm("f", "k"),
+    ];
+    let parsed: Vec<_> = refs.iter().map(|r| (r, parse(r, "ns"))).collect();
+    let got = resolve(&parsed, &s);
+    let failed: Vec<_> = got
+        .failures
+        .iter()
+        .map(|f| {
+            (
+                f.reason,
+                f.message.split(':').next().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            (reason::TOO_LARGE, "huge".to_string()),
+            (reason::TOO_LARGE, "twice".to_string()),
+            (reason::TOO_LARGE, "f".to_string()),
+        ],
+        "{:?}",
+        got.failures
+    );
+    assert_eq!(got.values.len(), 6);
+}

@@ -361,3 +361,30 @@ fn a_hung_provider_is_replaced_and_the_resource_converges() -> anyhow::Result<()
     })();
     bed.finish(result)
 }
+
+/// `tls: false` weakens the channel a tenant's credentials travel on; only the cluster admin
+/// may allow it (`--allow-provider-plaintext`), so a namespace user's ProviderConfig is refused.
+#[test]
+fn a_namespace_user_cannot_turn_off_provider_tls() -> anyhow::Result<()> {
+    let bed = FixtureBed::start("tenant-tls", OperatorOptions::default())?;
+    let result = (|| {
+        let mut pc = kraken_tests::operator::provider_config_manifest(
+            &bed.ns,
+            "plain",
+            json!({"ledgerDir": bed.ledger_dir().to_string_lossy()}),
+        );
+        pc["spec"]["tls"] = json!(false);
+        bed.apply(&pc.to_string())?;
+        bed.apply_object(
+            "plain",
+            json!({"forProvider": {"name": "plain", "size": 1},
+                   "providerConfigRef": {"name": "plain"}}),
+        )?;
+        let m = wait_synced_message(&bed, "plain", "tls: false is not allowed")?;
+        anyhow::ensure!(m.contains("--allow-provider-plaintext"), "{m}");
+        let live = kraken_tests::ledger::live_objects(bed.ledger_dir());
+        anyhow::ensure!(live == 0, "the ledger holds {live} objects");
+        Ok(())
+    })();
+    bed.finish(result)
+}

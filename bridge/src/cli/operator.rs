@@ -96,6 +96,11 @@ pub struct OperatorArgs {
         value_parser = crate::provider::env::parse_pattern
     )]
     pub provider_env: Vec<String>,
+    /// Let ProviderConfigs set tls: false (talk to their provider without mutual TLS). Off: such
+    /// a ProviderConfig is refused, since any namespace user could otherwise weaken the
+    /// channel that carries their credentials.
+    #[arg(long)]
+    pub allow_provider_plaintext: bool,
     /// How long a provider may take to apply a change (ApplyResourceChange) before it is
     /// stopped, killed and replaced, and the resource reports ProviderTimeout (Go duration).
     #[arg(long, default_value = "60m", value_parser = parse_duration, value_name = "DURATION")]
@@ -153,6 +158,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency.max(1),
         provider_idle_timeout: args.provider_idle_timeout,
         provider_env: args.provider_env,
+        allow_provider_plaintext: args.allow_provider_plaintext,
         provider_deadlines: crate::provider::Deadlines {
             apply: args.provider_apply_timeout,
             other: args.provider_rpc_timeout,

@@ -51,6 +51,8 @@ pub struct Options {
     pub provider_idle_timeout: Duration,
     /// Variables of the operator's environment providers may inherit (`--provider-env`).
     pub provider_env: Vec<String>,
+    /// Whether ProviderConfigs may set `tls: false` (`--allow-provider-plaintext`).
+    pub allow_provider_plaintext: bool,
     /// How long provider RPCs may take (`--provider-apply-timeout`, `--provider-rpc-timeout`).
     pub provider_deadlines: crate::provider::Deadlines,
     /// What EC2Instances may do with the operator's standing (`--aws-*`).
@@ -117,11 +119,9 @@ fn wire(
     let mut dirs = opts.plugin_dirs.clone();
     dirs.push(opts.install.cache_dir.clone());
     let kit = Arc::new(Kit::new(client.clone(), metrics.clone()));
-    let source = Arc::new(Source::new(
-        client.clone(),
-        pool.clone(),
-        Resolver::new(dirs),
-    ));
+    let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
+    source.allow_plaintext = opts.allow_provider_plaintext;
+    let source = Arc::new(source);
     let hub_index = Arc::new(crate::hub::Index::default());
     let managed = Arc::new(Context {
         kit: kit.clone(),

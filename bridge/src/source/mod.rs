@@ -37,6 +37,9 @@ pub struct Source {
     /// The ProviderConfigs the ProviderConfig controller watches, once it runs: a reconcile
     /// reads its ProviderConfig here instead of from the API server.
     pub provider_configs: OnceLock<Store<ProviderConfig>>,
+    /// `kraken operator --allow-provider-plaintext`: whether a ProviderConfig may turn off
+    /// AutoMTLS (`tls: false`). A cluster-wide choice, not a namespace user's.
+    pub allow_plaintext: bool,
     field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
 }
 
@@ -47,6 +50,7 @@ impl Source {
             pool,
             resolver,
             provider_configs: OnceLock::new(),
+            allow_plaintext: false,
             field_maps: Mutex::default(),
         }
     }
@@ -195,6 +199,13 @@ pub async fn configured(
         name: pc_name.to_owned(),
         message,
     };
+    if !pc.spec.tls && !ctx.allow_plaintext {
+        return Err(invalid(
+            "tls: false is not allowed on this cluster (kraken operator --allow-provider-plaintext); \
+             remove it to talk to the provider over mutual TLS"
+                .to_owned(),
+        ));
+    }
     let resolved = match (&pc.spec.provider_ref, &pc.spec.source) {
         (Some(r), _) => installed_provider(ctx, &r.name).await.map_err(invalid)?,
         (None, Some(source)) => ctx

@@ -388,3 +388,33 @@ fn a_namespace_user_cannot_turn_off_provider_tls() -> anyhow::Result<()> {
     })();
     bed.finish(result)
 }
+
+/// One namespace cannot take the operator's memory with provider processes: past the
+/// operator's limit, a ProviderConfig's resources wait with a message naming it.
+#[test]
+fn a_namespace_gets_at_most_its_share_of_provider_processes() -> anyhow::Result<()> {
+    let opts = OperatorOptions {
+        args: vec!["--max-providers-per-namespace".into(), "1".into()],
+        ..OperatorOptions::default()
+    };
+    let bed = FixtureBed::start("tenant-procs", opts)?;
+    let result = (|| {
+        bed.apply_object(
+            "first",
+            json!({"forProvider": {"name": "first", "size": 1}}),
+        )?;
+        bed.wait_reconciled("first", CONVERGE)?;
+        bed.apply_provider_config("second", json!({}))?;
+        bed.apply_object(
+            "second",
+            json!({"forProvider": {"name": "second", "size": 1},
+                   "providerConfigRef": {"name": "second"}}),
+        )?;
+        let m = wait_synced_message(&bed, "second", "--max-providers-per-namespace")?;
+        anyhow::ensure!(m.contains("already runs 1 provider processes"), "{m}");
+        let live = kraken_tests::ledger::live_objects(bed.ledger_dir());
+        anyhow::ensure!(live == 1, "the ledger holds {live} objects");
+        Ok(())
+    })();
+    bed.finish(result)
+}

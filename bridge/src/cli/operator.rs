@@ -96,6 +96,11 @@ pub struct OperatorArgs {
         value_parser = crate::provider::env::parse_pattern
     )]
     pub provider_env: Vec<String>,
+    /// Provider processes one namespace may run at once (one per ProviderConfig in use and
+    /// provider version). A ProviderConfig past it reports ProviderUnavailable, naming the
+    /// limit, until another goes idle or is deleted.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub max_providers_per_namespace: usize,
     /// Let ProviderConfigs set tls: false (talk to their provider without mutual TLS). Off: such
     /// a ProviderConfig is refused, since any namespace user could otherwise weaken the
     /// channel that carries their credentials.
@@ -159,6 +164,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         provider_idle_timeout: args.provider_idle_timeout,
         provider_env: args.provider_env,
         allow_provider_plaintext: args.allow_provider_plaintext,
+        max_providers_per_namespace: args.max_providers_per_namespace.max(1),
         provider_deadlines: crate::provider::Deadlines {
             apply: args.provider_apply_timeout,
             other: args.provider_rpc_timeout,

@@ -51,6 +51,8 @@ pub struct Options {
     pub provider_idle_timeout: Duration,
     /// Variables of the operator's environment providers may inherit (`--provider-env`).
     pub provider_env: Vec<String>,
+    /// Provider processes one namespace may have at once (`--max-providers-per-namespace`).
+    pub max_providers_per_namespace: usize,
     /// Whether ProviderConfigs may set `tls: false` (`--allow-provider-plaintext`).
     pub allow_provider_plaintext: bool,
     /// How long provider RPCs may take (`--provider-apply-timeout`, `--provider-rpc-timeout`).
@@ -93,7 +95,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         })
         .with_rpc_observer(metrics.clone())
         .with_inherited_env(opts.provider_env.clone())
-        .with_deadlines(opts.provider_deadlines),
+        .with_deadlines(opts.provider_deadlines)
+        .with_namespace_limit(opts.max_providers_per_namespace),
     );
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());

@@ -97,6 +97,13 @@ pub struct PoolOptions {
     pub idle_timeout: Duration,
 }
 
+impl PoolKey {
+    /// The namespace of the ProviderConfig (`team-a` of `team-a/default`).
+    fn namespace(&self) -> &str {
+        self.config_name.split_once('/').map_or("", |(ns, _)| ns)
+    }
+}
+
 /// Gauges for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PoolStats {
@@ -130,6 +137,13 @@ pub enum PoolError {
     /// outdated configuration and retire the current one.
     #[error("ProviderConfig generation {key} is older than generation {current} already in use")]
     Stale { key: PoolKey, current: i64 },
+    /// The namespace already runs as many provider processes as the operator allows.
+    #[error(
+        "namespace {namespace} already runs {limit} provider processes, the most this operator \
+         allows per namespace (kraken operator --max-providers-per-namespace); remove unused \
+         ProviderConfigs or ask an administrator"
+    )]
+    NamespaceFull { namespace: String, limit: usize },
 }
 
 type Cell = Arc<OnceCell<Arc<ProviderHost>>>;
@@ -164,6 +178,8 @@ pub struct ProviderPool {
     inherit_env: Vec<String>,
     /// `kraken operator --provider-*-timeout`: how long their RPCs may take.
     deadlines: Option<super::Deadlines>,
+    /// `kraken operator --max-providers-per-namespace`.
+    per_namespace: Option<usize>,
 }
 
 impl ProviderPool {
@@ -175,7 +191,15 @@ impl ProviderPool {
             rpc_observer: None,
             inherit_env: Vec::new(),
             deadlines: None,
+            per_namespace: None,
         }
+    }
+
+    /// Serve at most `limit` configured processes per namespace (one per ProviderConfig and
+    /// provider version, so at most `limit` ProviderConfigs in use at once).
+    pub fn with_namespace_limit(mut self, limit: usize) -> Self {
+        self.per_namespace = Some(limit);
+        self
     }
 
     /// Give every process this pool launches these RPC deadlines.
@@ -233,7 +257,8 @@ impl ProviderPool {
     {
         let (cell, retired) = {
             let mut state = self.state();
-            let (cell, retired) = checkout(&mut state.entries, key, Instant::now())?;
+            let (cell, retired) =
+                checkout(&mut state.entries, key, Instant::now(), self.per_namespace)?;
             state.retiring.retain(|w| w.strong_count() > 0);
             state
                 .retiring
@@ -399,6 +424,7 @@ fn checkout(
     entries: &mut HashMap<PoolKey, Entry>,
     key: &PoolKey,
     now: Instant,
+    per_namespace: Option<usize>,
 ) -> Result<(Cell, Vec<Cell>), PoolError> {
     let newest = entries
         .keys()
@@ -416,6 +442,20 @@ fn checkout(
         .filter(|k| k.superseded_by(key))
         .cloned()
         .collect();
+    if let Some(limit) = per_namespace
+        && !entries.contains_key(key)
+    {
+        let live = entries
+            .keys()
+            .filter(|k| k.namespace() == key.namespace() && !older.contains(k))
+            .count();
+        if live >= limit {
+            return Err(PoolError::NamespaceFull {
+                namespace: key.namespace().to_owned(),
+                limit,
+            });
+        }
+    }
     let retired = older
         .iter()
         .filter_map(|k| entries.remove(k).map(|e| e.cell))
@@ -504,25 +544,43 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_gets_at_most_its_share_of_processes() {
+        let mut map = HashMap::new();
+        let now = Instant::now();
+        let limit = Some(2);
+        checkout(&mut map, &key("a/one", 1), now, limit).expect("first");
+        checkout(&mut map, &key("a/two", 1), now, limit).expect("second");
+        let err = checkout(&mut map, &key("a/three", 1), now, limit).err();
+        assert!(
+            matches!(&err, Some(PoolError::NamespaceFull { namespace, limit: 2 }) if namespace == "a"),
+            "{err:?}"
+        );
+        // Other namespaces are not affected; a known key and a newer generation still pass.
+        checkout(&mut map, &key("b/one", 1), now, limit).expect("another namespace");
+        checkout(&mut map, &key("a/one", 1), now, limit).expect("the same key");
+        checkout(&mut map, &key("a/one", 2), now, limit).expect("a newer generation replaces");
+    }
+
+    #[test]
     fn a_rotated_secret_or_a_recreated_config_retires_the_process() {
         let mut map = HashMap::new();
         let now = Instant::now();
-        let (first, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        let (first, _) = checkout(&mut map, &key("a/default", 1), now, None).expect("checkout");
         // Same generation, another resolved configuration: the credentials Secret was rotated.
         let rotated = PoolKey {
             digest: "d2".into(),
             ..key("a/default", 1)
         };
-        let (second, retired) = checkout(&mut map, &rotated, now).expect("checkout");
+        let (second, retired) = checkout(&mut map, &rotated, now, None).expect("checkout");
         assert_eq!(retired.len(), 1);
         assert!(Arc::ptr_eq(&retired[0], &first) && !Arc::ptr_eq(&first, &second));
         // Deleted and created again: a new UID at generation 1 is not "older" than 3.
-        let (_, _) = checkout(&mut map, &key("a/default", 3), now).expect("checkout");
+        let (_, _) = checkout(&mut map, &key("a/default", 3), now, None).expect("checkout");
         let recreated = PoolKey {
             uid: "uid-2".into(),
             ..key("a/default", 1)
         };
-        let (_, retired) = checkout(&mut map, &recreated, now).expect("checkout");
+        let (_, retired) = checkout(&mut map, &recreated, now, None).expect("checkout");
         assert_eq!(retired.len(), 1, "the old object's process goes");
         assert_eq!(map.len(), 1);
         assert!(map.contains_key(&recreated));
@@ -532,9 +590,9 @@ mod tests {
     fn checkout_reuses_the_cell_for_the_same_key() {
         let mut map = HashMap::new();
         let now = Instant::now();
-        let (a, retired) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        let (a, retired) = checkout(&mut map, &key("a/default", 1), now, None).expect("checkout");
         assert!(retired.is_empty());
-        let (b, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
+        let (b, _) = checkout(&mut map, &key("a/default", 1), now, None).expect("checkout");
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(map.len(), 1);
     }
@@ -543,12 +601,12 @@ mod tests {
     fn checkout_keeps_other_configs_and_versions_apart() {
         let mut map = HashMap::new();
         let now = Instant::now();
-        let (a, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
-        let (b, retired) = checkout(&mut map, &key("b/default", 1), now).expect("checkout");
+        let (a, _) = checkout(&mut map, &key("a/default", 1), now, None).expect("checkout");
+        let (b, retired) = checkout(&mut map, &key("b/default", 1), now, None).expect("checkout");
         assert!(retired.is_empty());
         let mut other_version = key("a/default", 2);
         other_version.version = "3.7.0".into();
-        let (c, retired) = checkout(&mut map, &other_version, now).expect("checkout");
+        let (c, retired) = checkout(&mut map, &other_version, now, None).expect("checkout");
         assert!(
             retired.is_empty(),
             "another version is not a newer generation"
@@ -561,12 +619,12 @@ mod tests {
     fn a_newer_generation_retires_older_ones_and_refuses_going_back() {
         let mut map = HashMap::new();
         let now = Instant::now();
-        let (g1, _) = checkout(&mut map, &key("a/default", 1), now).expect("checkout");
-        let (_, retired) = checkout(&mut map, &key("a/default", 3), now).expect("checkout");
+        let (g1, _) = checkout(&mut map, &key("a/default", 1), now, None).expect("checkout");
+        let (_, retired) = checkout(&mut map, &key("a/default", 3), now, None).expect("checkout");
         assert_eq!(retired.len(), 1);
         assert!(Arc::ptr_eq(&retired[0], &g1));
         assert!(!map.contains_key(&key("a/default", 1)));
-        let err = checkout(&mut map, &key("a/default", 2), now).err();
+        let err = checkout(&mut map, &key("a/default", 2), now, None).err();
         assert!(
             matches!(err, Some(PoolError::Stale { current: 3, .. })),
             "{err:?}"

@@ -36,10 +36,11 @@ pub(super) async fn schema(
         )
     })?;
     let hit = (schema, protocol);
-    inst.schemas
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, hit.clone());
+    let mut schemas = inst.schemas.lock().unwrap_or_else(|e| e.into_inner());
+    // One version per provider address: an upgrade replaces the old schema (schemas run to
+    // tens of megabytes; a Provider stepping through versions must not keep them all).
+    schemas.retain(|(a, _), _| a != address);
+    schemas.insert(key, hit.clone());
     Ok(hit)
 }
 

@@ -87,17 +87,37 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 /// 5 min, ±20 %. Entries are dropped when the object succeeds.
 #[derive(Debug, Default)]
 pub struct Backoff {
-    failures: Mutex<HashMap<String, u32>>,
+    /// Failures in a row and when the last one was, per object uid.
+    failures: Mutex<HashMap<String, (u32, std::time::Instant)>>,
 }
+
+/// Past this many tracked objects, entries of objects that have not failed for
+/// [`BACKOFF_FORGET`] are dropped (deleted objects never report success).
+const BACKOFF_PRUNE_AT: usize = 4096;
+/// Longer than the longest wait: an entry this old belongs to an object that is gone or fixed.
+const BACKOFF_FORGET: Duration = Duration::from_secs(15 * 60);
 
 impl Backoff {
     /// Records a failure of `uid` and returns how long to wait before the next try.
     pub fn failed(&self, uid: &str) -> Duration {
+        let now = std::time::Instant::now();
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(uid.to_owned()).or_insert(0);
+        if failures.len() >= BACKOFF_PRUNE_AT {
+            failures.retain(|_, (_, at)| now.duration_since(*at) < BACKOFF_FORGET);
+        }
+        let (n, at) = failures.entry(uid.to_owned()).or_insert((0, now));
         *n = n.saturating_add(1);
+        *at = now;
         let base = Duration::from_secs(1 << (*n - 1).min(8)).min(Duration::from_secs(300));
         jitter(base, 0.2)
+    }
+
+    /// How many objects have failures on record.
+    pub fn tracked(&self) -> usize {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Forgets the failures of `uid`.
@@ -110,6 +130,22 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_counts_of_objects_long_quiet_are_forgotten() {
+        let b = Backoff::default();
+        let old = std::time::Instant::now() - BACKOFF_FORGET - Duration::from_secs(1);
+        {
+            let mut f = b.failures.lock().expect("lock");
+            for i in 0..BACKOFF_PRUNE_AT {
+                f.insert(format!("gone-{i}"), (3, old));
+            }
+        }
+        b.failed("live");
+        assert_eq!(b.tracked(), 1, "deleted objects' counts were kept");
+        let second = b.failed("live");
+        assert!(second >= Duration::from_millis(1600), "{second:?}");
+    }
 
     #[test]
     fn drift_intervals_have_a_floor_and_zero_turns_them_off() {

@@ -11,6 +11,7 @@ mod error;
 pub mod fake;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -28,6 +29,9 @@ use crate::value::kube::from_kube_json;
 use crate::value::{PathStep, Value};
 pub use error::{Error, Result};
 
+/// A package directory's binary (size, mtime) and its `h1:` hash computed then.
+type PackageStamp = ((u64, Option<std::time::SystemTime>), String);
+
 /// Where configured providers come from: the process pool, the resolver that finds binaries,
 /// and the ProviderConfigs the ProviderConfig controller caches.
 pub struct Source {
@@ -40,6 +44,8 @@ pub struct Source {
     /// `kraken operator --allow-provider-plaintext`: whether a ProviderConfig may turn off
     /// AutoMTLS (`tls: false`). A cluster-wide choice, not a namespace user's.
     pub allow_plaintext: bool,
+    /// Package directories whose `h1:` hash was computed, with the binary's (size, mtime) then.
+    verified: Mutex<HashMap<PathBuf, PackageStamp>>,
     field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
 }
 
@@ -51,7 +57,68 @@ impl Source {
             resolver,
             provider_configs: OnceLock::new(),
             allow_plaintext: false,
+            verified: Mutex::default(),
             field_maps: Mutex::default(),
+        }
+    }
+
+    /// Checks that the package `resolved` comes from still has one of the `h1:` hashes its
+    /// Provider recorded at install, so a binary swapped in the plugin cache afterwards is never
+    /// launched. A package is hashed again only when its binary changed (size, mtime).
+    async fn verify(
+        &self,
+        resolved: &Resolved,
+        hashes: &[String],
+    ) -> std::result::Result<(), String> {
+        let recorded: Vec<&str> = hashes
+            .iter()
+            .map(String::as_str)
+            .filter(|h| h.starts_with("h1:"))
+            .collect();
+        if recorded.is_empty() {
+            return Ok(()); // installed before hashes were recorded, or from a trusted mirror
+        }
+        let dir = resolved
+            .binary
+            .parent()
+            .ok_or_else(|| "the provider binary has no directory".to_owned())?
+            .to_path_buf();
+        let meta = std::fs::metadata(&resolved.binary)
+            .map_err(|e| format!("{}: {e}", resolved.binary.display()))?;
+        let stamp = (meta.len(), meta.modified().ok());
+        let cached = self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&dir)
+            .cloned();
+        let h1 = match cached {
+            Some((s, h1)) if s == stamp => h1,
+            _ => {
+                let d = dir.clone();
+                let h1 =
+                    tokio::task::spawn_blocking(move || kraken_registry_fetch::hash::dir_hash(&d))
+                        .await
+                        .map_err(|e| format!("hashing {}: {e}", dir.display()))?
+                        .map_err(|e| format!("hashing {}: {e}", dir.display()))?
+                        .as_str()
+                        .to_owned();
+                self.verified
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(dir.clone(), (stamp, h1.clone()));
+                h1
+            }
+        };
+        if recorded.contains(&h1.as_str()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the package in {} has hash {h1}, not the {} recorded at install: it was changed \
+                 after installation and will not be launched (reinstall the Provider)",
+                dir.display(),
+                recorded.join(", ")
+            ))
         }
     }
 
@@ -288,9 +355,14 @@ async fn installed_provider(ctx: &Source, name: &str) -> std::result::Result<Res
             .unwrap_or("not installed yet");
         return Err(format!("Provider {name} is not ready: {why}"));
     };
-    ctx.resolver
+    let resolved = ctx
+        .resolver
         .resolve(&address, Some(&format!("= {version}")))
-        .map_err(|e| format!("Provider {name}: {e}"))
+        .map_err(|e| format!("Provider {name}: {e}"))?;
+    ctx.verify(&resolved, &status.hashes)
+        .await
+        .map_err(|e| format!("Provider {name}: {e}"))?;
+    Ok(resolved)
 }
 
 /// `host` as the provider of `kind`: its schema must have the kind's resource type; `fields`
@@ -409,4 +481,46 @@ async fn secret_value(secrets: &Api<Secret>, name: &str, key: &str) -> Result<St
         .ok_or_else(|| Error::SecretMissing(format!("Secret {name} has no key {key}")))?;
     String::from_utf8(bytes)
         .map_err(|_| Error::InvalidSpec(format!("Secret {name} key {key} is not UTF-8 text")))
+}
+
+#[cfg(test)]
+mod verify_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::kit::fake_api::FakeApi;
+    use crate::provider::pool::PoolOptions;
+
+    #[tokio::test]
+    async fn a_package_changed_after_install_is_not_launched() {
+        let api = FakeApi::new();
+        let pool = Arc::new(ProviderPool::new(PoolOptions {
+            max_concurrency_per_process: 1,
+            idle_timeout: Duration::from_secs(60),
+        }));
+        let source = Source::new(api.client(), pool, Resolver::new(Vec::new()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let binary = dir.path().join("terraform-provider-x_v1.0.0");
+        std::fs::write(&binary, b"the provider as installed").expect("write");
+        let h1 = kraken_registry_fetch::hash::dir_hash(dir.path())
+            .expect("hash")
+            .as_str()
+            .to_owned();
+        let resolved = Resolved {
+            address: "registry.terraform.io/x/x".into(),
+            version: "1.0.0".into(),
+            binary: binary.clone(),
+        };
+        let recorded = vec![h1, "zh:0000".to_owned()];
+        assert_eq!(source.verify(&resolved, &recorded).await, Ok(()));
+        // Someone with write access to the plugin cache swaps the binary.
+        std::fs::write(&binary, b"something else entirely!").expect("write");
+        let err = source
+            .verify(&resolved, &recorded)
+            .await
+            .expect_err("refused");
+        assert!(err.contains("will not be launched"), "{err}");
+        // Nothing recorded (installed before hashes were kept): nothing to compare.
+        assert_eq!(source.verify(&resolved, &[]).await, Ok(()));
+    }
 }

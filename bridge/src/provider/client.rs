@@ -24,7 +24,7 @@ pub struct PluginClient {
     pub tls: bool,
     pub(super) process: Arc<Process>,
     pub(super) observer: Observer,
-    pub(super) deadlines: super::rpc::Deadlines,
+    pub(super) deadlines: super::deadline::Deadlines,
 }
 
 pub(super) struct Process {
@@ -139,7 +139,7 @@ pub(crate) fn detached_client(
         tls: false,
         process: Arc::new(process),
         observer,
-        deadlines: super::rpc::Deadlines::default(),
+        deadlines: super::deadline::Deadlines::default(),
     };
     (client, exit_tx)
 }

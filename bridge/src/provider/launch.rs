@@ -55,7 +55,7 @@ pub struct LaunchOptions {
     /// Told the latency of every RPC to the process; a pool fills in its own when `None`.
     pub rpc_observer: Observer,
     /// How long each kind of RPC may take before the process is stopped and replaced.
-    pub deadlines: super::rpc::Deadlines,
+    pub deadlines: super::deadline::Deadlines,
 }
 
 impl LaunchOptions {
@@ -75,7 +75,7 @@ impl LaunchOptions {
             shutdown_grace: Duration::from_secs(5),
             max_concurrency: None,
             rpc_observer: None,
-            deadlines: super::rpc::Deadlines::default(),
+            deadlines: super::deadline::Deadlines::default(),
         }
     }
 }

@@ -14,6 +14,7 @@
 mod channel;
 mod client;
 mod convert;
+mod deadline;
 pub mod env;
 #[cfg(test)]
 pub mod fake;
@@ -37,11 +38,11 @@ use std::fmt;
 use async_trait::async_trait;
 
 pub use client::PluginClient;
+pub use deadline::Deadlines;
 pub use host::ProviderHost;
 pub use kraken_codegen::schema;
 pub use launch::{LaunchError, LaunchOptions, launch};
 pub use observe::RpcObserver;
-pub use rpc::Deadlines;
 pub use schema::ProviderSchema;
 
 use crate::value::{AttrPath, Value};

@@ -84,8 +84,8 @@ pub struct OperatorArgs {
     #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
     pub provider_idle_timeout: std::time::Duration,
     /// Let provider processes inherit this variable of the operator's environment (a trailing
-    /// * matches a prefix: AWS_*). Repeatable. Without it a provider gets only PATH, the proxy
-    /// and CA-bundle variables, a private HOME and TMPDIR, and what its ProviderConfig
+    /// `*` matches a prefix: `AWS_*`). Repeatable. Without it a provider gets only PATH, the
+    /// proxy and CA-bundle variables, a private HOME and TMPDIR, and what its ProviderConfig
     /// configures: never the operator's credentials. Each opt-in lends the operator's
     /// variables to every namespace's providers; see docs/security.md.
     #[arg(

@@ -193,7 +193,7 @@ async fn write_status(
         .iter()
         .find(|c| c.type_ == READY)
         .is_none_or(|c| c.reason != update.reason || c.message != update.message);
-    crate::kit::status::merge(&api, &ex.metrics, "configexports", &ce.name_any(), &status).await?;
+    crate::kit::status::merge(api, &ex.metrics, "configexports", &ce.name_any(), &status).await?;
     if changed && update.reason != WAITING {
         let ev =
             crate::kit::events::event(!update.status, update.reason, &update.message, "Export");

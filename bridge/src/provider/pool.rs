@@ -258,7 +258,8 @@ impl ProviderPool {
         let (cell, retired) = {
             let mut state = self.state();
             let (cell, retired) =
-                checkout(&mut state.entries, key, Instant::now(), self.per_namespace)?;
+                checkout(&mut state.entries, key, Instant::now(), self.per_namespace)
+                    .map_err(|e| *e)?;
             state.retiring.retain(|w| w.strong_count() > 0);
             state
                 .retiring
@@ -425,17 +426,17 @@ fn checkout(
     key: &PoolKey,
     now: Instant,
     per_namespace: Option<usize>,
-) -> Result<(Cell, Vec<Cell>), PoolError> {
+) -> Result<(Cell, Vec<Cell>), Box<PoolError>> {
     let newest = entries
         .keys()
         .filter(|k| k.same_config(key) && k.uid == key.uid)
         .map(|k| k.generation)
         .max();
     if let Some(current) = newest.filter(|g| *g > key.generation) {
-        return Err(PoolError::Stale {
+        return Err(Box::new(PoolError::Stale {
             key: key.clone(),
             current,
-        });
+        }));
     }
     let older: Vec<PoolKey> = entries
         .keys()
@@ -450,10 +451,10 @@ fn checkout(
             .filter(|k| k.namespace() == key.namespace() && !older.contains(k))
             .count();
         if live >= limit {
-            return Err(PoolError::NamespaceFull {
+            return Err(Box::new(PoolError::NamespaceFull {
                 namespace: key.namespace().to_owned(),
                 limit,
-            });
+            }));
         }
     }
     let retired = older
@@ -552,7 +553,7 @@ mod tests {
         checkout(&mut map, &key("a/two", 1), now, limit).expect("second");
         let err = checkout(&mut map, &key("a/three", 1), now, limit).err();
         assert!(
-            matches!(&err, Some(PoolError::NamespaceFull { namespace, limit: 2 }) if namespace == "a"),
+            matches!(err.as_deref(), Some(PoolError::NamespaceFull { namespace, limit: 2 }) if namespace == "a"),
             "{err:?}"
         );
         // Other namespaces are not affected; a known key and a newer generation still pass.
@@ -626,7 +627,7 @@ mod tests {
         assert!(!map.contains_key(&key("a/default", 1)));
         let err = checkout(&mut map, &key("a/default", 2), now, None).err();
         assert!(
-            matches!(err, Some(PoolError::Stale { current: 3, .. })),
+            matches!(err.as_deref(), Some(PoolError::Stale { current: 3, .. })),
             "{err:?}"
         );
     }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use tracing::{Instrument as _, warn};
 
 use super::client::PluginClient;
-pub use super::deadline::Deadlines;
 use super::observe::grpc_method;
 use super::{ProviderError, Result};
 
@@ -109,6 +108,7 @@ mod tests {
 
     use super::*;
     use crate::kit::metrics::Metrics;
+    use crate::provider::Deadlines;
     use crate::provider::client::detached_client;
 
     const RANDOM: &str = "registry.terraform.io/hashicorp/random 3.6.0";

@@ -160,9 +160,10 @@ fn drift(r: &Results) {
             d.interval,
             d.window.as_secs_f64(),
             d.delta.reconciles,
-            d.delta.total(),
-            d.delta.events(),
-            d.delta.total() / d.delta.reconciles.max(1.0)
+            // `+ 0.0`: a difference of equal counters is -0, shown as "-0".
+            d.delta.total() + 0.0,
+            d.delta.events() + 0.0,
+            d.delta.total() / d.delta.reconciles.max(1.0) + 0.0
         );
     }
 }

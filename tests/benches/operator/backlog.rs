@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use kraken_tests::bench::{OperatorBuild, apiserver_requests};
 
-use crate::kraken::{self, Bed, Memory, NS, Requests, Snapshot, requests_since, settle};
+use crate::kraken::{self, Bed, Memory, Requests, Snapshot, requests_since, settle};
 use crate::{Config, Prov};
 
 /// `kubectl apply` of N with no operator.

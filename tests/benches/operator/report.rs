@@ -23,10 +23,6 @@ fn percentile(v: &[Duration], p: f64) -> Option<Duration> {
     v.get(idx.min(v.len().saturating_sub(1))).copied()
 }
 
-fn secs(v: &[Duration]) -> Vec<f64> {
-    v.iter().map(Duration::as_secs_f64).collect()
-}
-
 fn list(v: &[f64], digits: usize) -> String {
     if v.is_empty() {
         return "—".into();

@@ -111,6 +111,19 @@ mod passes {
         World { api, ec2, ctrl }
     }
 
+    /// The AwsConfig `name` reaching `endpoint` with the credentials of the Secret `creds`.
+    fn aws_config(w: &World, name: &str, endpoint: &str) {
+        w.api.insert(
+            "awsconfigs",
+            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
+                   "metadata": {"name": name, "namespace": NS},
+                   "spec": {"region": "eu-west-1", "endpoint": endpoint,
+                            "credentials": {
+                                "accessKeyIdSecretRef": {"name": "creds", "key": "id"},
+                                "secretAccessKeySecretRef": {"name": "creds", "key": "secret"}}}}),
+        );
+    }
+
     fn spec(count: i64) -> Json {
         json!({"imageId": "ami-1", "instanceType": "t3.micro", "count": count,
                "tags": {"team": "web"}})
@@ -390,15 +403,7 @@ mod passes {
             ("False", reasons::AWS_CONFIG_MISSING)
         );
         assert!(message.contains("AwsConfig aws"), "{message}");
-        w.api.insert(
-            "awsconfigs",
-            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
-                   "metadata": {"name": "aws", "namespace": NS},
-                   "spec": {"region": "eu-west-1", "endpoint": "http://127.0.0.1:5000",
-                            "credentials": {
-                                "accessKeyIdSecretRef": {"name": "creds", "key": "id"},
-                                "secretAccessKeySecretRef": {"name": "creds", "key": "secret"}}}}),
-        );
+        aws_config(&w, "aws", "http://127.0.0.1:5000");
         w.pass("web").await.expect("pass");
         assert_eq!(w.condition("web", SYNCED).1, reason::SECRET_MISSING);
         assert_eq!(w.ec2.launches(), 0);
@@ -473,15 +478,7 @@ mod passes {
                    "metadata": {"name": "creds", "namespace": NS},
                    "data": {"id": "QUtJQQ==", "secret": "c2VjcmV0"}}),
         );
-        w.api.insert(
-            "awsconfigs",
-            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
-                   "metadata": {"name": "imds", "namespace": NS},
-                   "spec": {"region": "eu-west-1", "endpoint": "http://169.254.169.254",
-                            "credentials": {
-                                "accessKeyIdSecretRef": {"name": "creds", "key": "id"},
-                                "secretAccessKeySecretRef": {"name": "creds", "key": "secret"}}}}),
-        );
+        aws_config(&w, "imds", "http://169.254.169.254");
         let mut s = spec(1);
         s["awsConfigRef"] = json!({"name": "imds"});
         w.create("imds", s);

@@ -220,6 +220,10 @@ fn resource_policies(properties: &mut Map<String, Json>) {
 const NAMESPACE: &str = "Namespace of the referenced object. References must stay in the \
     object's own namespace; any other value is refused with the condition CrossNamespace.";
 
+const API_VERSION: &str = "API version of the referenced kind (random.tf.kraken.dev/v1alpha1). \
+    Needed only when two installed providers have a kind of this name; otherwise the \
+    reference is refused with the condition Ambiguous.";
+
 /// The schema of `spec.valuesFrom`, shared by every generated kind and the native kinds.
 pub fn values_from_schema() -> Json {
     let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
@@ -229,6 +233,9 @@ pub fn values_from_schema() -> Json {
             .map(|(k, d)| ((*k).to_owned(), string(d)))
             .collect();
         properties.insert("namespace".into(), string(NAMESPACE));
+        if keys.iter().any(|(k, _)| *k == "kind") {
+            properties.insert("apiVersion".into(), string(API_VERSION));
+        }
         let required: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
         json!({"type": "object", "required": required, "properties": properties,
                "description": description})
@@ -308,7 +315,7 @@ fn status_schema(ir: &KindIr) -> Json {
             json!({"type": "object",
                    "description": "The StateDeclaration publishing this object's outputs for others to reference.",
                    "properties": {
-                       "name": {"type": "string", "description": "Its name, <kind>-<name>."},
+                       "name": {"type": "string", "description": "Its name, <kind>-<name>.<group>."},
                        "hash": {"type": "string", "description": "A hash of what was last published, to skip unchanged writes."}}}),
         );
     }

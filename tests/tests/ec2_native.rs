@@ -259,10 +259,11 @@ fn an_ec2_instance_lives_its_whole_life_against_the_emulator() -> anyhow::Result
             );
         }
         // The StateDeclaration publishes the instances for references like instances.0.privateIp.
-        let sd = eb
-            .bed
-            .cp
-            .get_json(&ns, "statedeclarations.core.kraken.dev", "ec2instance-web")?;
+        let sd = eb.bed.cp.get_json(
+            &ns,
+            "statedeclarations.core.kraken.dev",
+            "ec2instance-web.aws.kraken.dev",
+        )?;
         ensure!(
             sd["spec"]["outputs"]["instances"][0]["privateIp"] == seen[0].private_ip.as_str(),
             "{sd}"
@@ -425,7 +426,11 @@ fn an_ec2_instance_lives_its_whole_life_against_the_emulator() -> anyhow::Result
         ensure!(
             eb.bed
                 .cp
-                .get_json_opt(&ns, "statedeclarations.core.kraken.dev", "ec2instance-web")?
+                .get_json_opt(
+                    &ns,
+                    "statedeclarations.core.kraken.dev",
+                    "ec2instance-web.aws.kraken.dev"
+                )?
                 .is_none(),
             "the StateDeclaration outlived its producer"
         );

@@ -153,6 +153,6 @@ fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
     );
     ensure!(events_for(&cp, NS, "nobody")?.is_empty());
 
-    ensure!(state_secret_name("Object", "Web") == "object-web-tfstate");
+    ensure!(state_secret_name("Object", "Web") == "object-web.fixture-tfstate");
     Ok(())
 }

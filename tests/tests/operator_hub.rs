@@ -141,7 +141,7 @@ fn a_chain_across_providers_and_protocols_propagates_and_tears_down_in_order() -
                 "metadata": {"name": "out", "namespace": ns},
                 "spec": {"target": {"kind": "ConfigMap", "name": "exported"}, "data": [
                     {"key": "pet", "resource": {"kind": "Pet", "name": "pet", "path": "id"}},
-                    {"key": "obj2", "stateDeclaration": {"name": "object-obj2", "path": "id"}},
+                    {"key": "obj2", "stateDeclaration": {"name": "object-obj2.fixture", "path": "id"}},
                     {"key": "url", "template": "https://${resource:Object/obj:name}:${configMap:inputs:size}"},
                 ]}}),
                 json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ConfigExport",
@@ -362,8 +362,8 @@ fn a_chain_across_providers_and_protocols_propagates_and_tears_down_in_order() -
         for (what, name) in [
             ("configmap", "exported"),
             ("secret", "exported-secret"),
-            ("statedeclaration", "object-obj"),
-            ("dependencyrequest", "object-obj2"),
+            ("statedeclaration", "object-obj.fixture"),
+            ("dependencyrequest", "object-obj2.fixture"),
         ] {
             ensure!(
                 bed.cp.get_json_opt(&ns, what, name)?.is_none(),
@@ -437,7 +437,7 @@ fn bad_references_cycles_and_deletion_in_use() -> anyhow::Result<()> {
             let (message, _) = wait_condition(
                 bed,
                 "dependencyrequest",
-                &format!("object-{name}"),
+                &format!("object-{name}.fixture"),
                 "Ready",
                 "False",
                 reason,

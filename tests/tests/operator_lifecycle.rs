@@ -264,7 +264,7 @@ fn create_reports_status_and_creates_exactly_one_object() -> anyhow::Result<()> 
         // The state Secret: owned by the Object, typed, the documented keys.
         let secret = bed
             .state_secret("web")?
-            .context("no state Secret object-web-tfstate")?;
+            .context("no state Secret object-web.fixture-tfstate")?;
         ensure!(
             secret["type"] == "kraken.dev/tfstate",
             "type {}",

@@ -301,7 +301,7 @@ fn a_secret_value_stays_sensitive_in_a_plain_argument() -> anyhow::Result<()> {
         let outputs = bed.cp.kubectl(&[
             "get",
             "secret",
-            "object-tagged-outputs",
+            "object-tagged.fixture-outputs",
             "-n",
             &ns,
             "-o",

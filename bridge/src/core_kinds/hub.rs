@@ -107,10 +107,15 @@ pub struct ValueReference {
     pub template: Option<String>,
 }
 
-/// An output of another Kraken-managed object (its StateDeclaration <kind>-<name>).
+/// An output of another Kraken-managed object (its StateDeclaration `<kind>-<name>.<group>`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSource {
+    /// API version of the referenced kind (random.tf.kraken.dev/v1alpha1). Needed only when
+    /// two installed providers have a kind of this name; otherwise the reference is refused
+    /// with the condition Ambiguous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
     /// Its kind (Pet, Object, EC2Instance).
     pub kind: String,
     pub name: String,

@@ -15,16 +15,21 @@ use futures::Stream;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PostParams};
+use kube::Resource as _;
+use kube::api::{Api, Patch, PostParams};
 use serde_json::{Value as Json, json};
 
-use super::{CONSUMER_GROUP_LABEL, CONSUMER_KIND_LABEL, Index, object_key, values_secret_name};
+use super::{
+    CONSUMER_GROUP_LABEL, CONSUMER_KIND_LABEL, Index, group_of, object_key, values_secret_name,
+};
 use crate::core_kinds::hub::{
     DependencyRequest, DependencyRequestSpec, DependencyRequestStatus, ObjectReference,
     ValueReference,
 };
 use crate::kit::conditions::{READY, SYNCED, Set};
 use crate::kit::metrics::Metrics;
+use crate::kit::names::label_value;
+use crate::kit::ownership::{self, Claim};
 
 /// Reason on `Ready` while references are not resolved.
 pub const WAITING: &str = "WaitingForDependencies";
@@ -100,7 +105,11 @@ pub async fn request_values(
     group: &str,
     references: Vec<ValueReference>,
 ) -> Result<Values, kube::Error> {
-    let name = object_key(&consumer.kind, &consumer.name);
+    let name = object_key(
+        group_of(&consumer.api_version),
+        &consumer.kind,
+        &consumer.name,
+    );
     let api: Api<DependencyRequest> = Api::namespaced(client.clone(), ns);
     // From the hub's cache, which has at least the change that woke this consumer. A stale
     // spec there costs one patch that changes nothing; a request the cache does not have yet
@@ -109,12 +118,36 @@ pub async fn request_values(
         Some(dr) => dr,
         None => api.get_opt(&name).await?.map(Arc::new),
     };
+    let me = owner_ref(consumer);
     if references.is_empty() {
         if existing.is_some() {
-            drop_request(client, metrics, ns, &name).await?;
+            drop_request(client, metrics, ns, &name, &me).await?;
         }
         return Ok(Values::None);
     }
+    // A request of this name that is not this consumer's: an earlier consumer's of the same
+    // kind and name (deleted, not collected) is replaced; anyone else's is left alone.
+    let existing = match existing {
+        Some(dr) => match ownership::claim(&dr.metadata, &me) {
+            Claim::Mine => Some(dr),
+            Claim::Predecessor => {
+                metrics.api_write("dependencyrequests", "delete");
+                let dp = ownership::delete_only(dr.metadata.uid.as_deref());
+                match api.delete(&name, &dp).await {
+                    Ok(_) => None,
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => None,
+                    Err(e) => return Err(e),
+                }
+            }
+            Claim::Foreign(whose) => {
+                return Ok(Values::Waiting {
+                    reason: super::reason::NOT_OWNED.into(),
+                    message: ownership::refused(&format!("DependencyRequest {name}"), &whose),
+                });
+            }
+        },
+        None => None,
+    };
     let spec = DependencyRequestSpec {
         consumer: consumer.clone(),
         references,
@@ -157,22 +190,30 @@ async fn create_request(
     let mut dr = DependencyRequest::new(name, spec);
     dr.metadata.namespace = Some(ns.to_owned());
     dr.metadata.labels = Some(BTreeMap::from([
-        (CONSUMER_GROUP_LABEL.to_owned(), group.to_owned()),
-        (CONSUMER_KIND_LABEL.to_owned(), consumer.kind.to_lowercase()),
+        (CONSUMER_GROUP_LABEL.to_owned(), label_value(group)),
+        (
+            CONSUMER_KIND_LABEL.to_owned(),
+            label_value(&consumer.kind.to_lowercase()),
+        ),
     ]));
-    dr.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: consumer.api_version,
-        kind: consumer.kind,
-        name: consumer.name,
-        uid: consumer.uid,
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    dr.metadata.owner_references = Some(vec![owner_ref(&consumer)]);
     metrics.api_write("dependencyrequests", "create");
     match api.create(&PostParams::default(), &dr).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// The consumer as the owner of its request.
+fn owner_ref(consumer: &ObjectReference) -> OwnerReference {
+    OwnerReference {
+        api_version: consumer.api_version.clone(),
+        kind: consumer.kind.clone(),
+        name: consumer.name.clone(),
+        uid: consumer.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
     }
 }
 
@@ -230,32 +271,40 @@ async fn read_values(
 }
 
 /// Deletes the consumer's request `name` and its values Secret (nothing garbage-collects
-/// them where no controller manager runs).
+/// them where no controller manager runs) — each only if it is `owner`'s (the request) and
+/// the request's (the Secret), by uid.
 pub async fn drop_request(
     client: &Client,
     metrics: &Metrics,
     ns: &str,
     name: &str,
+    owner: &OwnerReference,
 ) -> Result<(), kube::Error> {
-    let dp = DeleteParams::default();
+    let api = Api::<DependencyRequest>::namespaced(client.clone(), ns);
+    let Some(dr) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    if ownership::claim(&dr.metadata, owner) != Claim::Mine {
+        return Ok(());
+    }
     metrics.api_write("dependencyrequests", "delete");
-    match Api::<DependencyRequest>::namespaced(client.clone(), ns)
-        .delete(name, &dp)
+    match api
+        .delete(name, &ownership::delete_only(dr.metadata.uid.as_deref()))
         .await
     {
         Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
         Err(e) => return Err(e),
     }
-    match Api::<Secret>::namespaced(client.clone(), ns)
-        .delete(&values_secret_name(name), &dp)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e),
-    }
-    Ok(())
+    let Some(request) = dr.controller_owner_ref(&()) else {
+        return Ok(());
+    };
+    ownership::delete_owned(
+        &Api::<Secret>::namespaced(client.clone(), ns),
+        &values_secret_name(name),
+        &request,
+    )
+    .await
 }
 
 /// The consumers (owner name, namespace) whose DependencyRequests change, for the consumer

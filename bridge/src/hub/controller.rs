@@ -33,6 +33,7 @@ use crate::core_kinds::hub::{
 };
 use crate::kit::conditions::{self, READY, Set};
 use crate::kit::metrics::Metrics;
+use crate::kit::ownership::{self, Claim};
 
 /// Field manager of the hub's writes.
 const MANAGER: &str = "kraken-hub";
@@ -286,8 +287,13 @@ async fn resolve_request(
         .spec
         .references
         .iter()
-        .map(|r| (r, parse(r, ns)))
+        .map(|r| (r, parse(r, ns, &|kind| hub.index.groups_of(kind))))
         .collect();
+    // A kind no running controller has yet (its Provider is still installing) wakes nothing
+    // when it arrives: look again later.
+    let kind_missing = parsed
+        .iter()
+        .any(|(_, p)| p.as_ref().is_err_and(|f| f.reason == reason::NOT_FOUND));
     hub.index.register(ns, name, objects_read(&parsed));
     let resolution = match cycle(hub, dr, ns, name) {
         Some(failure) => Resolution {
@@ -298,7 +304,11 @@ async fn resolve_request(
     };
     let status = write_values(hub, dr, ns, name, resolution).await?;
     write_status(hub, dr, ns, name, status).await?;
-    Ok(Action::await_change())
+    Ok(if kind_missing {
+        Action::requeue(std::time::Duration::from_secs(30))
+    } else {
+        Action::await_change()
+    })
 }
 
 /// The objects the parsed references read, for the index.
@@ -424,10 +434,24 @@ async fn write_values(
         let sensitive = resolution.sensitive;
         if !sensitive.is_empty() {
             let secret = values_secret_name(name);
-            if write_values_secret(hub, dr, ns, &secret, &sensitive).await? {
+            match write_values_secret(hub, dr, ns, &secret, &sensitive).await {
                 // New sensitive values leave the status as it was (they are only in the
                 // Secret), so no change of the request would wake the consumer: wake it here.
-                hub.index.request_changed(dr);
+                Ok(true) => hub.index.request_changed(dr),
+                Ok(false) => {}
+                Err(e) if ownership::is_refusal(&e) => {
+                    let message = ownership::refusal_message(&e, &format!("Secret {secret}"));
+                    let update = Set::new(READY, false, reason::NOT_OWNED, message);
+                    let old = dr.status.clone().unwrap_or_default();
+                    status.conditions = conditions::merge(
+                        &old.conditions,
+                        &[update],
+                        dr.metadata.generation,
+                        &conditions::now(),
+                    );
+                    return Ok(status);
+                }
+                Err(e) => return Err(e),
             }
             status.secret_name = Some(secret);
             status.sensitive_paths = sensitive.keys().cloned().collect();
@@ -483,16 +507,22 @@ async fn write_values_secret(
         .iter()
         .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
         .collect();
-    if let Some(existing) = api.get_opt(name).await?
-        && existing.data.as_ref() == Some(&data)
-    {
-        return Ok(false);
+    let owner = dr.controller_owner_ref(&());
+    if let Some(existing) = api.get_opt(name).await? {
+        if let Some(owner) = &owner
+            && let Claim::Foreign(whose) = ownership::claim(&existing.metadata, owner)
+        {
+            return Err(ownership::refusal(&format!("Secret {name}"), &whose));
+        }
+        if existing.data.as_ref() == Some(&data) {
+            return Ok(false);
+        }
     }
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(ns.to_owned()),
-            owner_references: dr.controller_owner_ref(&()).map(|o| vec![o]),
+            owner_references: owner.map(|o| vec![o]),
             labels: Some(BTreeMap::from([(
                 "app.kubernetes.io/managed-by".to_owned(),
                 "kraken".to_owned(),
@@ -504,13 +534,21 @@ async fn write_values_secret(
         ..Default::default()
     };
     hub.metrics.api_write("secrets", "apply");
-    api.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
-    )
-    .await?;
-    Ok(true)
+    match api
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if ownership::is_refusal(&e) => Err(ownership::refusal(
+            &format!("Secret {name}"),
+            "another object",
+        )),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

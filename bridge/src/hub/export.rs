@@ -100,8 +100,10 @@ async fn export(
         Phase::Released => return Ok(Action::await_change()),
         Phase::Cleanup => {
             delete_target(ex, ce, ns).await?;
-            let request = object_key("ConfigExport", name);
-            drop_request(&ex.client, &ex.metrics, ns, &request).await?;
+            let request = object_key(GROUP, "ConfigExport", name);
+            if let Some(owner) = ce.controller_owner_ref(&()) {
+                drop_request(&ex.client, &ex.metrics, ns, &request, &owner).await?;
+            }
             finalizer::ensure(&api, &ce.metadata, FINALIZER, false, &ex.metrics, RESOURCE).await?;
             return Ok(Action::await_change());
         }
@@ -218,7 +220,10 @@ async fn write_target(
         name: Some(ce.spec.target.name.clone()),
         namespace: Some(ns.to_owned()),
         owner_references: ce.controller_owner_ref(&()).map(|o| vec![o]),
-        labels: Some(BTreeMap::from([(EXPORT_LABEL.to_owned(), ce.name_any())])),
+        labels: Some(BTreeMap::from([(
+            EXPORT_LABEL.to_owned(),
+            crate::kit::names::label_value(&ce.name_any()),
+        )])),
         ..Default::default()
     };
     let owned = match ce.spec.target.kind {

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 
 use super::{CONSUMER_GROUP_LABEL, CONSUMER_KIND_LABEL, ObjectKey, SourceKind};
+use crate::kit::names::label_value;
 
 /// Which DependencyRequests read which objects, per namespace: the hub's field index. A
 /// change of an object re-resolves exactly the requests listed for it.
@@ -32,6 +33,9 @@ pub struct Index {
 struct Subscriber {
     group: String,
     kind: String,
+    /// The labels a request of this consumer kind carries (bounded label values).
+    group_label: String,
+    kind_label: String,
     tx: tokio::sync::mpsc::UnboundedSender<(String, String)>,
 }
 
@@ -150,10 +154,24 @@ impl Index {
             .unwrap_or_else(|e| e.into_inner())
             .push(Subscriber {
                 group: group.to_owned(),
-                kind: kind.to_lowercase(),
+                kind: kind.to_owned(),
+                group_label: label_value(group),
+                kind_label: label_value(&kind.to_lowercase()),
                 tx,
             });
         rx
+    }
+
+    /// The API groups of the running controllers that have a kind named `kind` (any case):
+    /// what a `resource` reference without `apiVersion` can mean.
+    pub fn groups_of(&self, kind: &str) -> Vec<String> {
+        let subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        let groups: BTreeSet<String> = subs
+            .iter()
+            .filter(|s| s.kind.eq_ignore_ascii_case(kind) && !s.tx.is_closed())
+            .map(|s| s.group.clone())
+            .collect();
+        groups.into_iter().collect()
     }
 
     /// Wakes the consumer of `dr` (the hub's watch saw it change).
@@ -169,14 +187,14 @@ impl Index {
             .owner_references
             .iter()
             .flatten()
-            .find(|o| o.kind.to_lowercase() == kind);
+            .find(|o| label_value(&o.kind.to_lowercase()) == kind);
         let Some(owner) = owner else {
             return;
         };
         let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         // A closed channel is a controller that stopped: forget it.
         subs.retain(|s| {
-            if s.group != group || s.kind != kind {
+            if s.group_label != group || s.kind_label != kind {
                 return !s.tx.is_closed();
             }
             s.tx.send((owner.name.clone(), ns.clone())).is_ok()

@@ -3,7 +3,7 @@
 //! A consumer (a managed resource with `spec.valuesFrom`, or a ConfigExport) writes a
 //! [`DependencyRequest`] that lists its references, each with the Terraform type of the
 //! argument it feeds. The hub controller ([`controller`]) resolves them — outputs of
-//! StateDeclarations (which is what a `resource` reference names: `<kind>-<name>`), ConfigMap
+//! StateDeclarations (which is what a `resource` reference names: `<kind>-<name>.<group>`), ConfigMap
 //! and Secret keys, templates over those — converts each value with Terraform's conversion
 //! rules, and writes the result into the request's status, sensitive values into a Secret the
 //! request owns. It keeps an [`Index`] from each referenced object to the requests that read
@@ -46,6 +46,11 @@ pub mod reason {
     /// A value (or a template's expansion) past [`super::MAX_VALUE_BYTES`], or a request's
     /// values together past [`super::MAX_REQUEST_BYTES`].
     pub const TOO_LARGE: &str = "ValueTooLarge";
+    /// A `resource` reference without `apiVersion` to a kind name two installed providers
+    /// have.
+    pub const AMBIGUOUS: &str = "Ambiguous";
+    /// A derived object (the request, its values Secret) exists and is not this object's.
+    pub const NOT_OWNED: &str = crate::kit::conditions::reason::NOT_OWNED;
 }
 
 /// Label on a DependencyRequest: the API group of its consumer.
@@ -61,19 +66,26 @@ pub const CONSUMER_KIND_LABEL: &str = "kraken.dev/consumer-kind";
 /// On a producer: delete it even while other objects still reference its outputs.
 pub const FORCE_DELETE_ANNOTATION: &str = "kraken.dev/force-delete";
 
-/// The name of the StateDeclaration (and of the DependencyRequest) of object `name` of `kind`.
-pub fn object_key(kind: &str, name: &str) -> String {
-    format!("{}-{}", kind.to_lowercase(), name.to_lowercase())
+/// The name of the StateDeclaration (and of the DependencyRequest) of object `name` of `kind`
+/// in API `group`: `<kind>-<name>.<group>` ([`crate::kit::names`]).
+pub fn object_key(group: &str, kind: &str, name: &str) -> String {
+    crate::kit::names::Origin::new(group, kind, name).base()
+}
+
+/// The API group of an `apiVersion` (`random.tf.kraken.dev/v1alpha1` → `random.tf.kraken.dev`,
+/// `v1` → the empty core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 /// The Secret holding a DependencyRequest's sensitive values.
 pub fn values_secret_name(request: &str) -> String {
-    format!("{request}-values")
+    crate::kit::names::suffixed(request, "-values")
 }
 
 /// The Secret holding a StateDeclaration's sensitive outputs.
 pub fn outputs_secret_name(declaration: &str) -> String {
-    format!("{declaration}-outputs")
+    crate::kit::names::suffixed(declaration, "-outputs")
 }
 
 /// Why a reference could not be resolved.

@@ -1,7 +1,7 @@
 //! The producer's side of the hub, shared by every kind that publishes outputs — the generic
 //! managed-resource controller and the native EC2 controller alike: publishing the
-//! StateDeclaration `<kind>-<name>` (sensitive outputs into the Secret
-//! `<kind>-<name>-outputs`), finding the consumers that still read it before a deletion, and
+//! StateDeclaration `<kind>-<name>.<group>` (sensitive outputs into the Secret
+//! `<kind>-<name>.<group>-outputs`), finding the consumers that still read it before a deletion, and
 //! retiring the hub objects after one.
 
 use std::collections::BTreeMap;
@@ -10,16 +10,17 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value as Json, json};
 
 use super::consumer::drop_request;
-use super::{Index, ObjectKey, Published, SourceKind, object_key, outputs_secret_name};
+use super::{Index, ObjectKey, Published, SourceKind, group_of, object_key, outputs_secret_name};
 use crate::core_kinds::hub::{
     DependencyRequest, ObjectReference, SensitiveOutputs, StateDeclaration, StateDeclarationSpec,
 };
 use crate::kit::hash::fnv1a_parts;
 use crate::kit::metrics::Metrics;
+use crate::kit::ownership::{self, Claim};
 
 /// Field manager of the StateDeclarations' Secrets.
 const MANAGER: &str = "kraken";
@@ -37,7 +38,11 @@ pub struct Producer<'a> {
 impl Producer<'_> {
     /// The name of its StateDeclaration (and of its DependencyRequest).
     pub fn key(&self) -> String {
-        object_key(&self.object.kind, &self.object.name)
+        object_key(
+            group_of(&self.object.api_version),
+            &self.object.kind,
+            &self.object.name,
+        )
     }
 
     fn owner(&self) -> OwnerReference {
@@ -142,7 +147,13 @@ impl Producer<'_> {
         if created {
             return Ok(());
         }
-        let replace = json!([{"op": "replace", "path": "/spec", "value": spec}]);
+        // The test makes the server refuse the patch unless this producer owns the object
+        // (it is the only owner Kraken puts on it): a StateDeclaration of this name made by
+        // someone else is never overwritten, and no read is needed to know.
+        let replace = json!([
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": self.object.uid},
+            {"op": "replace", "path": "/spec", "value": spec},
+        ]);
         let patch = serde_json::from_value(replace).map_err(kube::Error::SerdeError)?;
         self.metrics.api_write("statedeclarations", "patch");
         match api
@@ -154,6 +165,10 @@ impl Producer<'_> {
             .await
         {
             Ok(_) => Ok(()),
+            Err(e) if ownership::is_refusal(&e) || is_failed_test(&e) => Err(ownership::refusal(
+                &format!("StateDeclaration {name}"),
+                "someone else",
+            )),
             Err(kube::Error::Api(e)) if e.code == 404 && !first => {
                 self.metrics.api_write("statedeclarations", "create");
                 api.create(&PostParams::default(), &create()).await?;
@@ -171,9 +186,11 @@ impl Producer<'_> {
         compare: bool,
     ) -> Result<(), kube::Error> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), self.namespace);
-        if compare {
-            let current = secrets.get_opt(secret_name).await?;
-            if current.as_ref().and_then(|s| s.data.as_ref()) == Some(&values) {
+        if compare && let Some(current) = secrets.get_opt(secret_name).await? {
+            if let Claim::Foreign(whose) = ownership::claim(&current.metadata, &self.owner()) {
+                return Err(ownership::refusal(&format!("Secret {secret_name}"), &whose));
+            }
+            if current.data.as_ref() == Some(&values) {
                 return Ok(());
             }
         }
@@ -193,14 +210,23 @@ impl Producer<'_> {
             ..Default::default()
         };
         self.metrics.api_write("secrets", "apply");
-        secrets
+        // Its controller owner makes the server refuse the write when another object
+        // controls a Secret of this name.
+        match secrets
             .patch(
                 secret_name,
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
             )
-            .await?;
-        Ok(())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if ownership::is_refusal(&e) => Err(ownership::refusal(
+                &format!("Secret {secret_name}"),
+                "another object",
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     /// The consumers that still read this object's outputs (their DependencyRequests'
@@ -229,30 +255,40 @@ impl Producer<'_> {
     }
 
     /// After a deletion: the object's request, StateDeclaration and outputs Secret go too
-    /// (nothing else collects them where no controller manager runs).
+    /// (nothing else collects them where no controller manager runs) — each only if it is
+    /// this object's, and by uid.
     pub async fn retire(&self) -> Result<(), kube::Error> {
         let name = self.key();
         self.index.set_published(&self.object.uid, None);
-        drop_request(self.client, self.metrics, self.namespace, &name).await?;
-        let dp = DeleteParams::default();
-        let ignore_missing = |r: Result<(), kube::Error>| match r {
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            other => other,
-        };
-        self.metrics.api_write("statedeclarations", "delete");
-        ignore_missing(
-            Api::<StateDeclaration>::namespaced(self.client.clone(), self.namespace)
-                .delete(&name, &dp)
-                .await
-                .map(|_| ()),
-        )?;
-        ignore_missing(
-            Api::<Secret>::namespaced(self.client.clone(), self.namespace)
-                .delete(&outputs_secret_name(&name), &dp)
-                .await
-                .map(|_| ()),
+        drop_request(
+            self.client,
+            self.metrics,
+            self.namespace,
+            &name,
+            &self.owner(),
         )
+        .await?;
+        self.metrics.api_write("statedeclarations", "delete");
+        ownership::delete_owned(
+            &Api::<StateDeclaration>::namespaced(self.client.clone(), self.namespace),
+            &name,
+            &self.owner(),
+        )
+        .await?;
+        ownership::delete_owned(
+            &Api::<Secret>::namespaced(self.client.clone(), self.namespace),
+            &outputs_secret_name(&name),
+            &self.owner(),
+        )
+        .await
     }
+}
+
+/// Whether the API server refused the owner-testing JSON patch: a failed `test` (the owner
+/// differs, or the object has none) comes back as `422 Invalid` without details, and nothing
+/// else in that patch can be invalid (its spec is the one a create would write).
+fn is_failed_test(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(r) if r.code == 422 && r.reason == "Invalid")
 }
 
 /// The hash recorded in a producer's status for a StateDeclaration without sensitive outputs.

@@ -65,6 +65,9 @@ pub mod reason {
     pub const PROVIDER_CONFIG_INVALID: &str = "ProviderConfigInvalid";
     pub const PROVIDER_ERROR: &str = "ProviderError";
     pub const REPLACE_REFUSED: &str = "ReplaceRefused";
+    /// An object Kraken derives for this one (its state Secret, StateDeclaration, outputs
+    /// Secret) exists and is someone else's.
+    pub const NOT_OWNED: &str = "NotOwned";
     pub const CREATE_INTERRUPTED: &str = "CreateInterrupted";
     pub const EXTERNAL_OBJECT_MISSING: &str = "ExternalObjectMissing";
     pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";

@@ -1,7 +1,7 @@
 //! The low kit every controller builds on, importing nothing above it: conditions and the
 //! [`conditions::Condition`] type, Events ([`events`]), the finalizer flow ([`finalizer`]),
 //! Prometheus [`metrics`], durations, jitter and backoff ([`time`]), stable hashing
-//! ([`hash`]), error chains ([`errors`]) and bounded text ([`text`]).
+//! ([`hash`]), derived names ([`names`]) and whose they are ([`ownership`]), error chains ([`errors`]) and bounded text ([`text`]).
 //!
 //! [`Kit`] bundles what every controller holds: the API client, the metrics, the Event
 //! publisher and the failure backoff.
@@ -14,6 +14,8 @@ pub mod fake_api;
 pub mod finalizer;
 pub mod hash;
 pub mod metrics;
+pub mod names;
+pub mod ownership;
 pub mod status;
 pub mod text;
 pub mod time;

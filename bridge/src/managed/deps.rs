@@ -73,7 +73,11 @@ pub async fn inputs(
         Values::Waiting { reason, message } => {
             run.set_status_field(
                 STATUS_REQUEST,
-                json!(object_key(&run.k.kind.resource.kind, &run.name)),
+                json!(object_key(
+                    &run.k.kind.resource.group,
+                    &run.k.kind.resource.kind,
+                    &run.name
+                )),
             );
             let previous = run
                 .status
@@ -92,7 +96,11 @@ pub async fn inputs(
         Values::Ready { values, sensitive } => {
             run.set_status_field(
                 STATUS_REQUEST,
-                json!(object_key(&run.k.kind.resource.kind, &run.name)),
+                json!(object_key(
+                    &run.k.kind.resource.group,
+                    &run.k.kind.resource.kind,
+                    &run.name
+                )),
             );
             run.sensitive_inputs = sensitive_attributes(p, &sensitive);
             merge(for_provider, values).map(Some)

@@ -23,6 +23,9 @@ pub enum Error {
     ProviderTimeout(String),
     #[error("{0}")]
     ReplaceRefused(String),
+    /// An object this one derives (its state Secret) exists and belongs to someone else.
+    #[error("{0}")]
+    NotOwned(String),
     #[error("{0}")]
     CreateInterrupted(String),
     #[error("{0}")]
@@ -36,7 +39,13 @@ pub enum Error {
 }
 
 impl From<kube::Error> for Error {
+    /// A write the API server (or Kraken's own check) refused because the object written is
+    /// someone else's is `NotOwned`, with the message saying whose; the rest are API errors.
     fn from(e: kube::Error) -> Self {
+        if crate::kit::ownership::is_refusal(&e) {
+            let message = crate::kit::ownership::refusal_message(&e, "an object it derives");
+            return Error::NotOwned(message);
+        }
         Error::Api(e)
     }
 }
@@ -51,6 +60,7 @@ impl Error {
             Error::ProviderUnavailable(_) => reason::PROVIDER_UNAVAILABLE,
             Error::ProviderTimeout(_) => reason::PROVIDER_TIMEOUT,
             Error::ReplaceRefused(_) => reason::REPLACE_REFUSED,
+            Error::NotOwned(_) => reason::NOT_OWNED,
             Error::CreateInterrupted(_) => reason::CREATE_INTERRUPTED,
             Error::ExternalObjectMissing(_) => reason::EXTERNAL_OBJECT_MISSING,
             Error::Api(_) => reason::API_ERROR,

@@ -1,6 +1,6 @@
 //! The state Secret: where a managed resource's full Terraform state lives between reconciles.
 //!
-//! One Secret per resource, `<kind>-<name>-tfstate`, owned by the resource, holds the state as
+//! One Secret per resource, `<kind>-<name>.<group>-tfstate`, owned by the resource, holds the state as
 //! Terraform's JSON (exact numbers, sensitive values included), the provider's private bytes
 //! untouched, the schema version it was written under (for `UpgradeResourceState`), and the
 //! create attempt it completed (see the create fence in docs/operator.md). `status.atProvider`
@@ -16,15 +16,11 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 pub use crate::core_kinds::{MANAGED_BY_LABEL, STATE_SECRET_TYPE as SECRET_TYPE};
-use crate::kit::hash::fnv1a;
 
 const KEY_STATE: &str = "state";
 const KEY_PRIVATE: &str = "private";
 const KEY_SCHEMA_VERSION: &str = "schemaVersion";
 const KEY_CREATE_ATTEMPT: &str = "createAttempt";
-
-/// The longest Kubernetes object name.
-const MAX_NAME: usize = 253;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
@@ -45,20 +41,10 @@ pub struct Stored {
     pub create_attempt: Option<String>,
 }
 
-/// The state Secret's name for resource `name` of `kind`: `<kind>-<name>-tfstate`, lowercased;
-/// a name that would be too long is cut and suffixed with a hash of the full name.
-pub fn secret_name(kind: &str, name: &str) -> String {
-    let full = format!("{}-{}-tfstate", kind.to_lowercase(), name);
-    if full.len() <= MAX_NAME {
-        return full;
-    }
-    let hash = format!("{:016x}", fnv1a(full.as_bytes()));
-    let keep = MAX_NAME - hash.len() - "--tfstate".len();
-    let head: String = format!("{}-{}", kind.to_lowercase(), name)
-        .chars()
-        .take(keep)
-        .collect();
-    format!("{}-{hash}-tfstate", head.trim_end_matches(['-', '.']))
+/// The state Secret's name for resource `name` of `kind` in API `group`:
+/// `<kind>-<name>.<group>-tfstate` ([`crate::kit::names`]).
+pub fn secret_name(group: &str, kind: &str, name: &str) -> String {
+    crate::kit::names::Origin::new(group, kind, name).with_suffix("-tfstate")
 }
 
 impl Stored {
@@ -135,6 +121,7 @@ impl Stored {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::names::MAX_NAME;
 
     fn owner() -> OwnerReference {
         OwnerReference {
@@ -214,12 +201,17 @@ mod tests {
 
     #[test]
     fn names_are_bounded_and_stable() {
-        assert_eq!(secret_name("Object", "web"), "object-web-tfstate");
+        let group = "fixture.tf.kraken.dev";
+        assert_eq!(
+            secret_name(group, "Object", "web"),
+            "object-web.fixture-tfstate"
+        );
         let long = "a".repeat(253);
-        let name = secret_name("Object", &long);
+        let name = secret_name(group, "Object", &long);
         assert!(name.len() <= MAX_NAME, "{}", name.len());
         assert!(name.ends_with("-tfstate"));
-        assert_eq!(name, secret_name("Object", &long));
-        assert_ne!(name, secret_name("Object", &"a".repeat(252)));
+        assert_eq!(name, secret_name(group, "Object", &long));
+        assert_ne!(name, secret_name(group, "Object", &"a".repeat(252)));
+        assert_ne!(name, secret_name("other.tf.kraken.dev", "Object", &long));
     }
 }

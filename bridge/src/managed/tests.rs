@@ -172,7 +172,7 @@ async fn creates_then_a_second_pass_writes_nothing() -> anyhow::Result<()> {
     env.create("a", thing("a"));
     env.pass("a").await?;
     assert_eq!(env.plugin.creates(), 1);
-    assert!(env.api.get("secrets", NS, "thing-a-tfstate").is_some());
+    assert!(env.api.get("secrets", NS, "thing-a.fake-tfstate").is_some());
     let obj = env.object("a").unwrap_or_default();
     assert_eq!(obj["status"]["atProvider"]["id"], "a");
     assert!(
@@ -287,7 +287,7 @@ async fn deletes_once_and_releases_the_finalizer() -> anyhow::Result<()> {
     assert_eq!(env.plugin.deletes(), 1);
     assert!(env.plugin.objects().is_empty());
     assert!(env.object("a").is_none(), "finalizer released");
-    assert!(env.api.get("secrets", NS, "thing-a-tfstate").is_none());
+    assert!(env.api.get("secrets", NS, "thing-a.fake-tfstate").is_none());
     assert_eq!(env.events().await, ["Created", "Deleted"]);
     Ok(())
 }
@@ -401,5 +401,48 @@ async fn names_a_missing_provider_config_or_secret() -> anyhow::Result<()> {
     env.pass("b").await?;
     assert_eq!(env.condition("b", "Synced"), no("SecretMissing"));
     assert_eq!(env.plugin.calls("ApplyResourceChange"), 0);
+    Ok(())
+}
+
+/// A Secret named like this object's state that is not its own — a user's, or the state of
+/// another provider's kind of the same name — is left alone, and nothing is created.
+#[tokio::test]
+async fn someone_elses_secret_by_the_state_name_is_not_overwritten() -> anyhow::Result<()> {
+    let env = Env::new();
+    let theirs = [
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": "thing-mine.fake-tfstate", "namespace": NS},
+               "data": {"password": "aHVudGVyMg=="}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kraken.dev/tfstate",
+               "metadata": {"name": "thing-other.fake-tfstate", "namespace": NS,
+                            "ownerReferences": [{"apiVersion": "minio.tf.kraken.dev/v1alpha1",
+                                "kind": "Thing", "name": "other", "uid": "minio-uid"}]},
+               "data": {"state": "e30="}}),
+    ];
+    for (secret, name) in theirs.iter().zip(["mine", "other"]) {
+        env.api.insert("secrets", secret.clone());
+        env.create(name, thing(name));
+        env.pass(name).await?;
+        assert_eq!(env.condition(name, "Synced"), no("NotOwned"), "{name}");
+        let now = env
+            .api
+            .get("secrets", NS, &format!("thing-{name}.fake-tfstate"));
+        assert_eq!(
+            now.map(|s| s["data"].clone()),
+            Some(secret["data"].clone()),
+            "{name}"
+        );
+    }
+    assert_eq!(env.plugin.creates(), 0, "a duplicate of theirs was created");
+    // A state Secret an earlier object of this kind and name left behind is taken over.
+    env.api.insert(
+        "secrets",
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kraken.dev/tfstate",
+               "metadata": {"name": "thing-again.fake-tfstate", "namespace": NS,
+                            "ownerReferences": [{"apiVersion": "fake.tf.kraken.dev/v1alpha1",
+                                "kind": "Thing", "name": "again", "uid": "deleted-uid"}]},
+               "data": {}}),
+    );
+    created(&env, "again", thing("again")).await?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! Secret, status, Events.
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
@@ -13,6 +14,7 @@ use super::{FIELD_MANAGER, FINALIZER, KindContext};
 use crate::kit::conditions::Condition;
 use crate::kit::conditions::{self, Set};
 use crate::kit::finalizer;
+use crate::kit::ownership::{self, Claim};
 use crate::kit::status;
 
 /// One reconcile of one object: the object as last read or written, and the status being built.
@@ -31,6 +33,9 @@ pub struct Run<'a> {
     /// `status.atProvider` and published only in the outputs Secret, whatever the schema
     /// says of the argument.
     pub sensitive_inputs: std::collections::BTreeSet<String>,
+    /// The uid of this object's state Secret, once loaded or written (`None`: none is
+    /// known to be this object's).
+    state_uid: std::sync::Mutex<Option<String>>,
 }
 
 impl<'a> Run<'a> {
@@ -54,6 +59,7 @@ impl<'a> Run<'a> {
             status,
             outputs: None,
             sensitive_inputs: Default::default(),
+            state_uid: Default::default(),
         }
     }
 
@@ -147,49 +153,105 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Records the uid of this object's state Secret; returns the one recorded before.
+    fn set_state_uid(&self, uid: Option<String>) -> Option<String> {
+        let mut known = self.state_uid.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *known, uid)
+    }
+
+    /// The state Secret's name (`kit::names`).
+    pub fn state_secret_name(&self) -> String {
+        let r = &self.k.kind.resource;
+        state::secret_name(&r.group, &r.kind, &self.name)
+    }
+
+    fn owner(&self) -> Result<OwnerReference> {
+        self.obj
+            .controller_owner_ref(&self.k.kind.resource)
+            .ok_or_else(|| Error::InvalidSpec("object has no uid".into()))
+    }
+
+    /// The state this object stored, if any. A state Secret left by an earlier object of this
+    /// kind and name (deleted, not collected yet) is not this one's state; any other Secret of
+    /// the name is someone else's (a user's, another provider's kind of the same name) and
+    /// stops the pass as `NotOwned`: taking it would lose their state, or create a duplicate
+    /// of their object.
     pub async fn load_state(&self) -> Result<Option<Stored>> {
-        let name = state::secret_name(&self.k.kind.resource.kind, &self.name);
-        match self.secrets.get_opt(&name).await? {
-            Some(secret) => {
-                // A Secret left by an earlier object of the same name is not this one's state.
-                let uid = self.obj.metadata.uid.as_deref();
-                let owned = secret
-                    .owner_references()
-                    .iter()
-                    .any(|o| Some(o.uid.as_str()) == uid);
-                if !owned {
-                    return Ok(None);
-                }
+        let name = self.state_secret_name();
+        let Some(secret) = self.secrets.get_opt(&name).await? else {
+            self.set_state_uid(None);
+            return Ok(None);
+        };
+        match ownership::claim(&secret.metadata, &self.owner()?) {
+            Claim::Mine => {
+                self.set_state_uid(secret.metadata.uid.clone());
                 Ok(Some(Stored::from_secret(&secret)?))
             }
-            None => Ok(None),
+            Claim::Predecessor => {
+                self.set_state_uid(None);
+                Ok(None)
+            }
+            Claim::Foreign(whose) => Err(Error::NotOwned(ownership::refused(
+                &format!("Secret {name}"),
+                &whose,
+            ))),
         }
     }
 
+    /// Writes the state Secret. It carries this object as its controller owner, so the API
+    /// server refuses the write when another object controls a Secret of this name (made
+    /// since [`Self::load_state`] looked).
     pub async fn save_state(&self, stored: &Stored) -> Result<()> {
-        let name = state::secret_name(&self.k.kind.resource.kind, &self.name);
-        let owner = self
-            .obj
-            .controller_owner_ref(&self.k.kind.resource)
-            .ok_or_else(|| Error::InvalidSpec("object has no uid".into()))?;
-        let secret = stored.to_secret(&name, &self.namespace, owner);
+        let name = self.state_secret_name();
+        let secret = stored.to_secret(&name, &self.namespace, self.owner()?);
         self.count("secrets", "apply");
-        self.secrets
+        let written = self
+            .secrets
             .patch(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&secret),
             )
-            .await?;
-        Ok(())
+            .await;
+        match written {
+            Ok(s) => {
+                self.set_state_uid(s.metadata.uid);
+                Ok(())
+            }
+            Err(e) if ownership::is_refusal(&e) => Err(Error::NotOwned(
+                ownership::refusal_message(&e, &format!("Secret {name}")),
+            )),
+            Err(e) => Err(e.into()),
+        }
     }
 
+    /// Deletes the state Secret this object stored (by uid: never a Secret of the name that is
+    /// not the one it loaded or wrote).
     pub async fn delete_state(&self) -> Result<()> {
-        let name = state::secret_name(&self.k.kind.resource.kind, &self.name);
+        let name = self.state_secret_name();
+        let known = self.set_state_uid(None);
+        let uid = match known {
+            Some(uid) => Some(uid),
+            // Not read in this pass (an orphaning deletion): whether there is one of this
+            // object's, once, on the way out.
+            None => match self.secrets.get_opt(&name).await? {
+                Some(s) if ownership::claim(&s.metadata, &self.owner()?) == Claim::Mine => {
+                    s.metadata.uid
+                }
+                _ => None,
+            },
+        };
+        let Some(uid) = uid else {
+            return Ok(());
+        };
         self.count("secrets", "delete");
-        match self.secrets.delete(&name, &DeleteParams::default()).await {
+        match self
+            .secrets
+            .delete(&name, &ownership::delete_only(Some(&uid)))
+            .await
+        {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

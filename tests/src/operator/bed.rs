@@ -412,10 +412,11 @@ pub fn events_for(
         .collect())
 }
 
-/// `<kind>-<name>-tfstate`, lowercased (docs/operator.md; names here stay far below the 253
-/// characters where it would be hashed).
+/// The state Secret of the fixture provider's object `name` of `kind`:
+/// `<kind>-<name>.fixture-tfstate`, lowercased (docs/operator.md; names here stay far below
+/// the 253 characters where it would be hashed).
 pub fn state_secret_name(kind: &str, name: &str) -> String {
-    format!("{kind}-{name}-tfstate").to_lowercase()
+    format!("{kind}-{name}.fixture-tfstate").to_lowercase()
 }
 
 /// A key of a Secret's data, base64-decoded; None when the key is absent.

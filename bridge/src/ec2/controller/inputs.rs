@@ -143,7 +143,7 @@ impl Pass<'_> {
             references,
         )
         .await?;
-        let request = crate::hub::object_key("EC2Instance", &self.name);
+        let request = crate::hub::object_key(GROUP, "EC2Instance", &self.name);
         match values {
             Values::None => {
                 self.status.dependency_request = None;

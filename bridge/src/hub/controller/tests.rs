@@ -9,12 +9,12 @@ use serde_json::{Value as Json, json};
 const NS: &str = "team";
 const GROUP_VERSION: &str = "core.kraken.dev/v1alpha1";
 
+/// A hub whose index knows one producer kind, Pet of group `x`.
 fn hub(fake: &FakeApi) -> Arc<Hub> {
-    Arc::new(Hub::new(
-        fake.client(),
-        Arc::new(Index::default()),
-        Arc::new(Metrics::new()),
-    ))
+    let index = Arc::new(Index::default());
+    // A running controller of Pet: its subscription stays open for the test.
+    std::mem::forget(index.subscribe("x", "Pet"));
+    Arc::new(Hub::new(fake.client(), index, Arc::new(Metrics::new())))
 }
 
 fn declaration(fake: &FakeApi, name: &str, outputs: Json) {
@@ -88,7 +88,7 @@ fn values(dr: &DependencyRequest) -> Json {
 #[tokio::test]
 async fn resolves_outputs_keys_and_templates_with_sensitive_values_apart() -> anyhow::Result<()> {
     let fake = FakeApi::new();
-    declaration(&fake, "pet-a", json!({"id": "i-1", "port": 8080}));
+    declaration(&fake, "pet-a.x", json!({"id": "i-1", "port": 8080}));
     config_map(&fake, "settings", json!({"region": "eu-west-1"}));
     secret(&fake, "db", "password", "hunter2");
     request(
@@ -97,7 +97,7 @@ async fn resolves_outputs_keys_and_templates_with_sensitive_values_apart() -> an
         json!([
             {"path": "id", "resource": {"kind": "Pet", "name": "a", "path": "id"}},
             {"path": "port", "type": "string",
-             "stateDeclaration": {"name": "pet-a", "path": "port"}},
+             "stateDeclaration": {"name": "pet-a.x", "path": "port"}},
             {"path": "region", "configMapKeyRef": {"name": "settings", "key": "region"}},
             {"path": "password", "secretKeyRef": {"name": "db", "key": "password"}},
             {"path": "url", "template": "http://${resource:Pet/a:id}:${configMap:settings:region}"},
@@ -171,20 +171,20 @@ async fn a_missing_producer_and_a_type_mismatch_are_reported() -> anyhow::Result
 async fn a_cycle_is_reported_and_its_other_members_resolved_again() -> anyhow::Result<()> {
     let fake = FakeApi::new();
     let reads = |kind_name: &str| json!([{"path": "id", "stateDeclaration": {"name": kind_name, "path": "id"}}]);
-    request(&fake, "pet-a", reads("pet-b"));
-    request(&fake, "pet-b", reads("pet-a"));
+    request(&fake, "pet-a.x", reads("pet-b"));
+    request(&fake, "pet-b", reads("pet-a.x"));
     let hub = hub(&fake);
     let mut again = std::pin::pin!(retriggered(&hub));
-    pass(&fake, &hub, "pet-a").await?;
-    assert_eq!(ready(&stored(&fake, "pet-a")).1, reason::NOT_FOUND);
+    pass(&fake, &hub, "pet-a.x").await?;
+    assert_eq!(ready(&stored(&fake, "pet-a.x")).1, reason::NOT_FOUND);
     pass(&fake, &hub, "pet-b").await?;
     let (_, why, message) = ready(&stored(&fake, "pet-b"));
     assert_eq!(why, reason::CYCLE);
-    assert!(message.contains("pet-b → pet-a → pet-b"), "{message}");
+    assert!(message.contains("pet-b → pet-a.x → pet-b"), "{message}");
     let next = again.next().await.expect("pet-a again");
-    assert_eq!(next.name, "pet-a");
-    pass(&fake, &hub, "pet-a").await?;
-    assert_eq!(ready(&stored(&fake, "pet-a")).1, reason::CYCLE);
+    assert_eq!(next.name, "pet-a.x");
+    pass(&fake, &hub, "pet-a.x").await?;
+    assert_eq!(ready(&stored(&fake, "pet-a.x")).1, reason::CYCLE);
     Ok(())
 }
 
@@ -239,7 +239,7 @@ async fn a_changed_value_resolves_again_and_an_unchanged_one_writes_nothing() ->
 #[tokio::test]
 async fn a_conflict_on_the_status_write_converges_on_retry() -> anyhow::Result<()> {
     let fake = FakeApi::new();
-    declaration(&fake, "pet-a", json!({"id": "i-1"}));
+    declaration(&fake, "pet-a.x", json!({"id": "i-1"}));
     request(
         &fake,
         "object-x",

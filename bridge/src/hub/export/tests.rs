@@ -20,6 +20,8 @@ struct Env {
 fn env() -> Env {
     let fake = FakeApi::new();
     let index = Arc::new(Index::default());
+    // A running controller of Pet (group x): its subscription stays open for the test.
+    std::mem::forget(index.subscribe("x", "Pet"));
     let metrics = Arc::new(Metrics::new());
     let hub = Arc::new(Hub::new(fake.client(), index.clone(), metrics.clone()));
     let kit = Arc::new(Kit::new(fake.client(), metrics));
@@ -27,7 +29,7 @@ fn env() -> Env {
     fake.insert(
         "statedeclarations",
         json!({"apiVersion": GROUP_VERSION, "kind": "StateDeclaration",
-               "metadata": {"name": "pet-a", "namespace": NS},
+               "metadata": {"name": "pet-a.x", "namespace": NS},
                "spec": {"producer": {"apiVersion": "x/v1", "kind": "Pet", "name": "a"},
                         "outputs": {"id": "i-1", "port": 8080}}}),
     );
@@ -61,7 +63,7 @@ async fn export_pass(env: &Env, name: &str) -> Result<Action, kube::Error> {
 /// The export asks, the hub resolves, the export writes.
 async fn round(env: &Env, name: &str) -> anyhow::Result<()> {
     export_pass(env, name).await?;
-    let request = object_key("ConfigExport", name);
+    let request = object_key(GROUP, "ConfigExport", name);
     let json = env
         .fake
         .get("dependencyrequests", NS, &request)
@@ -83,7 +85,7 @@ fn ready(env: &Env, name: &str) -> (String, String) {
 fn id_and_url() -> Json {
     json!([
         {"key": "id", "resource": {"kind": "Pet", "name": "a", "path": "id"}},
-        {"key": "url", "template": "http://${resource:Pet/a:id}:${stateDeclaration:pet-a:port}"},
+        {"key": "url", "template": "http://${resource:Pet/a:id}:${stateDeclaration:pet-a.x:port}"},
     ])
 }
 
@@ -116,7 +118,7 @@ async fn writes_and_updates_its_config_map_and_writes_nothing_when_unchanged() -
 
     let sds: Api<crate::core_kinds::hub::StateDeclaration> = Api::namespaced(env.fake.client(), NS);
     let patch = json!({"spec": {"outputs": {"id": "i-2", "port": 8080}}});
-    sds.patch("pet-a", &PatchParams::default(), &Patch::Merge(patch))
+    sds.patch("pet-a.x", &PatchParams::default(), &Patch::Merge(patch))
         .await?;
     round(&env, "e").await?;
     let out = env.fake.get("configmaps", NS, "out").expect("the target");

@@ -10,12 +10,12 @@ use serde_json::json;
 
 fn sources() -> Sources {
     let mut pet = StateDeclaration::new(
-        "pet-a",
+        "pet-a.random",
         StateDeclarationSpec {
             producer: ObjectReference::default(),
             outputs: json!({"id": "i-1", "n": 5, "ips": ["10.0.0.1"]}),
             sensitive: Some(SensitiveOutputs {
-                secret_name: "pet-a-outputs".into(),
+                secret_name: "pet-a.random-outputs".into(),
                 keys: vec!["password".into(), "conn".into()],
             }),
         },
@@ -36,15 +36,15 @@ fn sources() -> Sources {
     };
     Sources {
         declarations: [
-            ("pet-a".to_owned(), Some(pet)),
-            ("pet-gone".to_owned(), None),
+            ("pet-a.random".to_owned(), Some(pet)),
+            ("pet-gone.random".to_owned(), None),
         ]
         .into(),
         config_maps: [("ports".to_owned(), Some(cm))].into(),
         secrets: [
             ("db".to_owned(), Some(secret(&[("pw", "hunter2")]))),
             (
-                "pet-a-outputs".to_owned(),
+                "pet-a.random-outputs".to_owned(),
                 Some(secret(&[
                     ("password", "\"s3cret\""),
                     ("conn", "{\"host\":\"h\"}"),
@@ -55,10 +55,16 @@ fn sources() -> Sources {
     }
 }
 
+/// Every kind the references here name is random's.
+fn random(_kind: &str) -> Vec<String> {
+    vec!["random.tf.kraken.dev".into()]
+}
+
 fn output(kind: &str, name: &str, path: &str) -> ValueReference {
     ValueReference {
         path: "arg".into(),
         resource: Some(ResourceSource {
+            api_version: None,
             kind: kind.into(),
             name: name.into(),
             path: path.into(),
@@ -165,7 +171,10 @@ fn one_reference_resolves_from_its_sources() {
         (
             "no output",
             output("Pet", "a", "nope"),
-            Fails(reason::PATH_NOT_FOUND, "pet-a has no output nope (it has: "),
+            Fails(
+                reason::PATH_NOT_FOUND,
+                "pet-a.random has no output nope (it has: ",
+            ),
         ),
         (
             "no config map",
@@ -216,7 +225,7 @@ fn one_reference_resolves_from_its_sources() {
     ];
     let sources = sources();
     for (name, r, want) in cases {
-        let parsed = parse(&r, "ns");
+        let parsed = parse(&r, "ns", &random);
         let got = resolve(&[(&r, parsed)], &sources);
         match want {
             Value(v) => {
@@ -256,7 +265,7 @@ fn every_reference_is_resolved_and_failures_keep_their_order() {
         output("Pet", "a", "id"),
         output("Pet", "a", "nope"),
     ];
-    let parsed: Vec<_> = refs.iter().map(|r| (r, parse(r, "ns"))).collect();
+    let parsed: Vec<_> = refs.iter().map(|r| (r, parse(r, "ns", &random))).collect();
     let got = resolve(&parsed, &sources());
     assert_eq!(got.values.len(), 1);
     let reasons: Vec<_> = got.failures.iter().map(|f| f.reason).collect();
@@ -266,14 +275,14 @@ fn every_reference_is_resolved_and_failures_keep_their_order() {
 #[test]
 fn missing_outputs_secret_is_reported_not_found() {
     let mut s = sources();
-    s.secrets.remove("pet-a-outputs");
+    s.secrets.remove("pet-a.random-outputs");
     let r = output("Pet", "a", "password");
-    let got = resolve(&[(&r, parse(&r, "ns"))], &s);
+    let got = resolve(&[(&r, parse(&r, "ns", &random))], &s);
     assert_eq!(got.failures[0].reason, reason::NOT_FOUND);
     assert!(
         got.failures[0]
             .message
-            .contains("sensitive outputs of pet-a")
+            .contains("sensitive outputs of pet-a.random")
     );
 }
 
@@ -312,7 +321,7 @@ fn values_and_templates_have_a_size_bound() {
         from_cm("e", "k"),
         from_cm("f", "k"),
     ];
-    let parsed: Vec<_> = refs.iter().map(|r| (r, parse(r, "ns"))).collect();
+    let parsed: Vec<_> = refs.iter().map(|r| (r, parse(r, "ns", &random))).collect();
     let got = resolve(&parsed, &s);
     let failed: Vec<_> = got
         .failures

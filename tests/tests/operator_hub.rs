@@ -468,7 +468,7 @@ fn bad_references_cycles_and_deletion_in_use() -> anyhow::Result<()> {
         let (cycle, _) = wait_condition(
             bed,
             "dependencyrequest",
-            "object-ca",
+            "object-ca.fixture",
             "Ready",
             "False",
             "Cycle",

@@ -219,12 +219,16 @@ fn an_ec2_instance_lives_its_whole_life_against_the_emulator() -> anyhow::Result
     let eb = Ec2Bed::start("ec2-life")?;
     let result = (|| -> anyhow::Result<()> {
         let ns = eb.ns().to_string();
-        eb.instance(
+        // Published although nothing reads it yet (the annotation), to check what it says.
+        let mut web = manifest(
+            &ns,
             "web",
             json!({"imageId": AMI, "instanceType": "t3.micro", "count": 3,
                    "tags": {"team": "a"}, "rootVolume": {"size": 20, "type": "gp3"},
-                   "driftInterval": "2s"}),
-        )?;
+                   "driftInterval": "2s", "awsConfigRef": {"name": "moto"}}),
+        );
+        web["metadata"]["annotations"] = json!({"kraken.dev/publish": "true"});
+        eb.apply(&[web])?;
         let obj = eb.wait_reconciled("web", "with 3 running", |o| o["status"]["running"] == 3)?;
         let uid = uid(&obj);
         let seen = eb.probe.owned_live(&uid)?;

@@ -264,12 +264,16 @@ fn a_secret_value_stays_sensitive_in_a_plain_argument() -> anyhow::Result<()> {
                     "stringData": {"password": secret}})
             .to_string(),
         )?;
-        bed.apply_object(
+        // Published although nothing reads it (the annotation), to check where the value goes.
+        let mut tagged = kraken_tests::operator::object_manifest(
+            &ns,
             "tagged",
             json!({"forProvider": {"name": "tagged", "size": 1},
                    "valuesFrom": [{"path": "tags.pw",
                                    "secretKeyRef": {"name": "db", "key": "password"}}]}),
-        )?;
+        );
+        tagged["metadata"]["annotations"] = json!({"kraken.dev/publish": "true"});
+        bed.apply(&tagged.to_string())?;
         let obj = bed.wait_reconciled("tagged", CONVERGE)?;
         // The provider got it: the fixture's ledger object carries the tag.
         let ledger = std::fs::read_dir(bed.ledger_dir().join("objects"))?

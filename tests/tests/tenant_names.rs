@@ -86,9 +86,15 @@ fn owner_uid(obj: &Value) -> String {
         .to_owned()
 }
 
+/// Objects publish their StateDeclaration once something reads it; the ones here are looked at
+/// before, so they ask to be published always.
+fn publish() -> Value {
+    json!({"kraken.dev/publish": "true"})
+}
+
 fn fixture_uuid(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Uuid",
-           "metadata": {"name": name, "namespace": ns},
+           "metadata": {"name": name, "namespace": ns, "annotations": publish()},
            "spec": {"forProvider": {"name": name, "size": 1}}})
 }
 
@@ -123,7 +129,7 @@ fn same_kind_from_two_providers_and_squatted_names_leave_each_other_alone() -> a
                    "spec": {"source": "hashicorp/random"}}),
             fixture_uuid(&ns, "u"),
             json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Uuid",
-                   "metadata": {"name": "u", "namespace": ns},
+                   "metadata": {"name": "u", "namespace": ns, "annotations": publish()},
                    "spec": {"providerConfigRef": {"name": "random"}, "forProvider": {}}}),
             fixture_uuid(&ns, "squat"),
             fixture_uuid(&ns, "declared"),

@@ -364,6 +364,10 @@ async fn gather(
             Source::Output { declaration, path } => {
                 if !sources.declarations.contains_key(declaration) {
                     let sd = hub.declaration(ns, declaration).await?;
+                    if sd.is_none() {
+                        // Producers publish once read: tell this one it is.
+                        hub.index.wake_producer(ns, declaration);
+                    }
                     sources.declarations.insert(declaration.clone(), sd);
                 }
                 let secret = sources

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 
 use super::{CONSUMER_GROUP_LABEL, CONSUMER_KIND_LABEL, ObjectKey, SourceKind};
-use crate::kit::names::label_value;
+use crate::kit::names::{Origin, label_value};
 
 /// Which DependencyRequests read which objects, per namespace: the hub's field index. A
 /// change of an object re-resolves exactly the requests listed for it.
@@ -162,6 +162,18 @@ impl Index {
         rx
     }
 
+    /// Wakes the controller of the object that publishes `declaration` in `ns`, if one of the
+    /// running kinds would name an object's declaration so: a producer publishes only once a
+    /// request reads it, and the hub calls this when a request reads one that is not there.
+    pub fn wake_producer(&self, ns: &str, declaration: &str) {
+        let subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        for s in subs.iter() {
+            if let Some(name) = producer_name(&s.group, &s.kind, declaration) {
+                let _ = s.tx.send((name, ns.to_owned()));
+            }
+        }
+    }
+
     /// The API groups of the running controllers that have a kind named `kind` (any case):
     /// what a `resource` reference without `apiVersion` can mean.
     pub fn groups_of(&self, kind: &str) -> Vec<String> {
@@ -242,6 +254,17 @@ impl Index {
     }
 }
 
+/// The name of the object of `kind` in `group` whose declaration is `declaration`, if any
+/// (the naming rule read backwards, checked forwards).
+fn producer_name(group: &str, kind: &str, declaration: &str) -> Option<String> {
+    let prefix = format!("{}-", kind.to_lowercase());
+    let probe = Origin::new(group, kind, "n").base();
+    let suffix = probe.strip_prefix(&prefix)?.strip_prefix('n')?;
+    let name = declaration.strip_prefix(&prefix)?.strip_suffix(suffix)?;
+    (!name.is_empty() && Origin::new(group, kind, name).base() == declaration)
+        .then(|| name.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +302,29 @@ mod tests {
             },
         ]);
         dr
+    }
+
+    #[test]
+    fn a_declaration_read_before_it_is_published_wakes_its_producer() {
+        let index = Index::default();
+        let mut objects = index.subscribe("fixture.tf.kraken.dev", "Object");
+        let mut uuids = index.subscribe("random.tf.kraken.dev", "Uuid");
+        let mut ec2 = index.subscribe("aws.kraken.dev", "EC2Instance");
+        index.wake_producer("ns", "object-web-1.fixture");
+        index.wake_producer("ns", "ec2instance-app.aws.kraken.dev");
+        // Another provider's kind of the name, and a name no kind makes, wake nobody.
+        index.wake_producer("ns", "uuid-u.fixture");
+        index.wake_producer("ns", "pet-x");
+        assert_eq!(
+            objects.try_recv().ok(),
+            Some(("web-1".to_owned(), "ns".to_owned()))
+        );
+        assert_eq!(
+            ec2.try_recv().ok(),
+            Some(("app".to_owned(), "ns".to_owned()))
+        );
+        assert!(objects.try_recv().is_err() && uuids.try_recv().is_err());
+        assert_eq!(producer_name("random.tf.kraken.dev", "Uuid", "uuid-.random"), None);
     }
 
     #[test]

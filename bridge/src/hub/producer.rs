@@ -1,7 +1,7 @@
 //! The producer's side of the hub, shared by every kind that publishes outputs — the generic
 //! managed-resource controller and the native EC2 controller alike: publishing the
 //! StateDeclaration `<kind>-<name>.<group>` (sensitive outputs into the Secret
-//! `<kind>-<name>.<group>-outputs`), finding the consumers that still read it before a deletion, and
+//! `<kind>-<name>.<group>-outputs`) once something reads it, finding the consumers that still read it before a deletion, and
 //! retiring the hub objects after one.
 
 use std::collections::BTreeMap;
@@ -22,6 +22,14 @@ use crate::kit::hash::fnv1a_parts;
 use crate::kit::metrics::Metrics;
 use crate::kit::ownership::{self, Claim};
 
+/// On a producer: publish its StateDeclaration even while nothing reads it.
+pub const PUBLISH_ANNOTATION: &str = "kraken.dev/publish";
+
+/// Whether `annotations` ask for the declaration to be published always.
+pub fn always_published(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(PUBLISH_ANNOTATION).map(String::as_str) == Some("true")
+}
+
 /// Field manager of the StateDeclarations' Secrets.
 const MANAGER: &str = "kraken";
 
@@ -33,6 +41,8 @@ pub struct Producer<'a> {
     pub namespace: &'a str,
     /// The producer itself (its uid owns what it publishes).
     pub object: ObjectReference,
+    /// Publish even while nothing reads it (the object's `kraken.dev/publish: "true"`).
+    pub always: bool,
 }
 
 impl Producer<'_> {
@@ -58,7 +68,11 @@ impl Producer<'_> {
 
     /// Publishes `outputs` (non-sensitive, Kubernetes field names) and `sensitive` (one key
     /// per output, its value as JSON text) and returns what to record in the producer's
-    /// `status.stateDeclaration`. `recorded` is what the status says was published last:
+    /// `status.stateDeclaration`, or `None` while nothing reads the object and nothing was
+    /// published before: a declaration is written once a request reads it (the hub wakes the
+    /// producer then, [`Index::wake_producer`]), or always with [`PUBLISH_ANNOTATION`], so a
+    /// create nobody depends on costs two writes less. `recorded` is what the status says was
+    /// published last:
     /// without sensitive outputs a hash in it says whether anything changed, so a pass that
     /// changes nothing costs no API call here (the hash covers no sensitive value; with
     /// sensitive outputs the objects are compared instead).
@@ -67,8 +81,11 @@ impl Producer<'_> {
         outputs: Json,
         sensitive: BTreeMap<String, ByteString>,
         recorded: Option<&Json>,
-    ) -> Result<Json, kube::Error> {
+    ) -> Result<Option<Json>, kube::Error> {
         let name = self.key();
+        if recorded.is_none() && !self.always && !self.is_read(&name) {
+            return Ok(None);
+        }
         let secret_name = outputs_secret_name(&name);
         let spec = StateDeclarationSpec {
             producer: self.object.clone(),
@@ -85,7 +102,7 @@ impl Producer<'_> {
             None => json!({"name": name}),
         };
         if hash.is_some() && recorded == Some(&record) {
-            return Ok(record);
+            return Ok(Some(record));
         }
         // What this process published last: unchanged parts are not written again, and changed
         // ones are written without reading them first.
@@ -96,7 +113,7 @@ impl Producer<'_> {
             secret: secret_digest(&sensitive),
         };
         if memo == Some(now) {
-            return Ok(record);
+            return Ok(Some(record));
         }
         if !sensitive.is_empty() && memo.map(|m| m.secret) != Some(now.secret) {
             self.write_secret(&secret_name, sensitive, memo.is_none())
@@ -112,7 +129,18 @@ impl Producer<'_> {
                 .await?;
         }
         self.index.set_published(uid, Some(now));
-        Ok(record)
+        Ok(Some(record))
+    }
+
+    /// Whether a request (other than the object's own) reads declaration `name`.
+    fn is_read(&self, name: &str) -> bool {
+        self.index
+            .readers(
+                self.namespace,
+                &ObjectKey(SourceKind::StateDeclaration, name.to_owned()),
+            )
+            .iter()
+            .any(|r| r != name)
     }
 
     /// Writes the StateDeclaration `name`: with `compare`, only if it says something else;

@@ -214,12 +214,13 @@ fn producer<'r>(run: &'r Run<'_>) -> Producer<'r> {
         index: &run.k.ctx.hub_index,
         namespace: &run.namespace,
         object: consumer(run),
+        always: crate::hub::producer::always_published(run.obj.annotations()),
     }
 }
 
-/// Publishes the object's outputs: `state` (the provider's) as the StateDeclaration
-/// `<kind>-<name>`, sensitive attributes into the Secret `<kind>-<name>-outputs`. Writes only
-/// what changed.
+/// Publishes the object's outputs, once something reads them: `state` (the provider's) as the
+/// StateDeclaration `<kind>-<name>.<group>`, sensitive attributes into the Secret
+/// `<kind>-<name>.<group>-outputs`. Writes only what changed.
 pub async fn publish(
     run: &mut Run<'_>,
     p: &Configured,
@@ -248,7 +249,9 @@ pub async fn publish(
     let record = producer(run)
         .publish(outputs, secret_values, recorded.as_ref())
         .await?;
-    run.set_status_field(STATUS_DECLARATION, record);
+    if let Some(record) = record {
+        run.set_status_field(STATUS_DECLARATION, record);
+    }
     Ok(())
 }
 

@@ -13,7 +13,7 @@
 //! the last-applied annotation stripped) and fetches the full object when it reconciles it, so
 //! the operator's footprint per managed resource stays small however large specs are. Own status
 //! writes do not retrigger a reconcile: only changes of generation, deletion and the pause
-//! annotation do.
+//! and publish annotations do.
 
 mod apply;
 mod cleanup;
@@ -122,6 +122,7 @@ fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
     m.uid.hash(&mut h);
     let annotation = |k: &str| m.annotations.as_ref().and_then(|a| a.get(k).cloned());
     annotation(PAUSED_ANNOTATION).hash(&mut h);
+    annotation(crate::hub::producer::PUBLISH_ANNOTATION).hash(&mut h);
     Some(h.finish())
 }
 

@@ -180,7 +180,8 @@ impl Ec2Controller {
     }
 }
 
-/// What makes an event worth a reconcile: spec changes, deletion, the pause annotation. The
+/// What makes an event worth a reconcile: spec changes, deletion, the pause and publish
+/// annotations. The
 /// controller's own status writes change none of these.
 fn trigger_hash(obj: &EC2Instance) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};
@@ -189,10 +190,9 @@ fn trigger_hash(obj: &EC2Instance) -> Option<u64> {
     m.generation.hash(&mut h);
     m.deletion_timestamp.is_some().hash(&mut h);
     m.uid.hash(&mut h);
-    m.annotations
-        .as_ref()
-        .and_then(|a| a.get(PAUSED_ANNOTATION))
-        .hash(&mut h);
+    for key in [PAUSED_ANNOTATION, crate::hub::producer::PUBLISH_ANNOTATION] {
+        m.annotations.as_ref().and_then(|a| a.get(key)).hash(&mut h);
+    }
     Some(h.finish())
 }
 
@@ -295,6 +295,7 @@ impl Pass<'_> {
             index: &self.ctrl.ctx.hub_index,
             namespace: &self.ns,
             object: self.reference(),
+            always: crate::hub::producer::always_published(self.obj.annotations()),
         }
     }
 }

@@ -104,7 +104,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Publishes the instances as the StateDeclaration `ec2instance-<name>`.
+    /// Publishes the instances as the StateDeclaration `ec2instance-<name>.aws.kraken.dev`, once
+    /// something reads it.
     pub(super) async fn publish(&mut self) -> Result<(), kube::Error> {
         let instances: Vec<Json> = self
             .status
@@ -137,7 +138,9 @@ impl Pass<'_> {
                 self.status.state_declaration.as_ref(),
             )
             .await?;
-        self.status.state_declaration = Some(record);
+        if record.is_some() {
+            self.status.state_declaration = record;
+        }
         Ok(())
     }
 

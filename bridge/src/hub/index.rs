@@ -324,7 +324,10 @@ mod tests {
             Some(("app".to_owned(), "ns".to_owned()))
         );
         assert!(objects.try_recv().is_err() && uuids.try_recv().is_err());
-        assert_eq!(producer_name("random.tf.kraken.dev", "Uuid", "uuid-.random"), None);
+        assert_eq!(
+            producer_name("random.tf.kraken.dev", "Uuid", "uuid-.random"),
+            None
+        );
     }
 
     #[test]

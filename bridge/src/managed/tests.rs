@@ -184,6 +184,17 @@ async fn creates_then_a_second_pass_writes_nothing() -> anyhow::Result<()> {
     assert_eq!(env.condition("a", "Ready"), yes("Available"));
     assert_eq!(env.condition("a", "Synced"), yes("ReconcileSuccess"));
     assert_eq!(env.events().await, ["Created"]);
+    // Fence and finalizer, state Secret, Event, status: four. Nothing reads its outputs, so no
+    // StateDeclaration or outputs Secret is written.
+    let writes: Vec<String> = env
+        .api
+        .requests()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(writes.len(), 4, "{writes:?}");
+    assert!(env.api.list("statedeclarations").is_empty());
 
     let before = env.writes();
     env.pass("a").await?;

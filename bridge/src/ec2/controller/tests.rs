@@ -138,6 +138,18 @@ mod passes {
             );
         }
 
+        /// Like [`Self::create`], annotated to publish its StateDeclaration though nothing
+        /// reads it.
+        fn create_published(&self, name: &str, spec: Json) {
+            self.api.insert(
+                "ec2instances",
+                json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
+                       "metadata": {"name": name, "namespace": NS,
+                                    "annotations": {"kraken.dev/publish": "true"}},
+                       "spec": spec}),
+            );
+        }
+
         fn obj(&self, name: &str) -> Option<EC2Instance> {
             let o = self.api.get("ec2instances", NS, name)?;
             serde_json::from_value(o).ok()
@@ -242,7 +254,8 @@ mod passes {
             w.obj("web")
                 .is_some_and(|o| o.metadata.finalizers.is_some())
         );
-        assert_eq!(w.api.list("statedeclarations").len(), 1);
+        // Nothing reads it: no StateDeclaration (see below for one that is published).
+        assert_eq!(w.api.list("statedeclarations").len(), 0);
         let (requests, calls) = (w.api.requests().len(), w.ec2.calls().len());
         w.pass("web").await.expect("quiet pass");
         assert_eq!(w.writes_since(requests), Vec::<String>::new());
@@ -526,7 +539,7 @@ mod passes {
         for lag in [0, 2] {
             let w = world();
             w.ec2.set_lag(lag);
-            w.create("web", spec(2));
+            w.create_published("web", spec(2));
             // The StateDeclaration write comes after the launches and before the status
             // records them: failing it ends the pass as a crash would.
             w.api.fail_next("POST", "/statedeclarations", 500);

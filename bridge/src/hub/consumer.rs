@@ -119,6 +119,7 @@ pub async fn request_values(
         None => api.get_opt(&name).await?.map(Arc::new),
     };
     let me = owner_ref(consumer);
+    drop_legacy_request(&api, metrics, index, ns, consumer, &me).await?;
     if references.is_empty() {
         if existing.is_some() {
             drop_request(client, metrics, ns, &name, &me).await?;
@@ -174,6 +175,40 @@ pub async fn request_values(
         return Ok(wait("resolving references"));
     };
     read_values(client, ns, &name, status).await
+}
+
+/// Deletes the request a consumer had under the name requests had before they carried the
+/// group (`<kind>-<name>`), when the hub's cache shows one of this consumer's: a consumer
+/// created before an upgrade would otherwise keep an extra request the hub resolves, and that
+/// holds its producers in deletion. Costs nothing when there is none (the cache answers).
+async fn drop_legacy_request(
+    api: &Api<DependencyRequest>,
+    metrics: &Metrics,
+    index: &Index,
+    ns: &str,
+    consumer: &ObjectReference,
+    me: &OwnerReference,
+) -> Result<(), kube::Error> {
+    let legacy = format!(
+        "{}-{}",
+        consumer.kind.to_lowercase(),
+        consumer.name.to_lowercase()
+    );
+    let Some(Some(dr)) = index.request(ns, &legacy) else {
+        return Ok(());
+    };
+    if ownership::claim(&dr.metadata, me) != Claim::Mine {
+        return Ok(());
+    }
+    metrics.api_write("dependencyrequests", "delete");
+    match api
+        .delete(&legacy, &ownership::delete_only(dr.metadata.uid.as_deref()))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Creates the request `name` for `spec`'s consumer; one that exists already (the hub's cache

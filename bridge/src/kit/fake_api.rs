@@ -156,6 +156,17 @@ impl FakeApi {
             .map(|(_, v)| v.clone())
     }
 
+    /// Takes object `name` out of collection `plural`, as if deleted behind the code's back.
+    pub fn remove(&self, plural: &str, namespace: &str, name: &str) -> Option<Json> {
+        let mut state = self.lock();
+        let key = state
+            .objects
+            .keys()
+            .find(|k| k.plural == plural && k.namespace == namespace && k.name == name)
+            .cloned()?;
+        state.objects.remove(&key)
+    }
+
     /// Every stored object of collection `plural`.
     pub fn list(&self, plural: &str) -> Vec<Json> {
         self.lock()

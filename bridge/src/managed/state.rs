@@ -47,6 +47,24 @@ pub fn secret_name(group: &str, kind: &str, name: &str) -> String {
     crate::kit::names::Origin::new(group, kind, name).with_suffix("-tfstate")
 }
 
+/// The name state Secrets had before derived names carried the API group:
+/// `<kind>-<name>-tfstate`, lowercased, cut and hashed past 253 characters. Read once per
+/// object that was created before (and renamed on its next write), so an upgrade neither
+/// loses a state nor creates an object again.
+pub fn legacy_secret_name(kind: &str, name: &str) -> String {
+    let full = format!("{}-{}-tfstate", kind.to_lowercase(), name);
+    if full.len() <= crate::kit::names::MAX_NAME {
+        return full;
+    }
+    let hash = format!("{:016x}", crate::kit::hash::fnv1a(full.as_bytes()));
+    let keep = crate::kit::names::MAX_NAME - hash.len() - "--tfstate".len();
+    let head: String = format!("{}-{}", kind.to_lowercase(), name)
+        .chars()
+        .take(keep)
+        .collect();
+    format!("{}-{hash}-tfstate", head.trim_end_matches(['-', '.']))
+}
+
 impl Stored {
     pub fn from_secret(secret: &Secret) -> Result<Self, StateError> {
         let name = secret.metadata.name.clone().unwrap_or_default();

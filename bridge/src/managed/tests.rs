@@ -457,3 +457,27 @@ async fn someone_elses_secret_by_the_state_name_is_not_overwritten() -> anyhow::
     created(&env, "again", thing("again")).await?;
     Ok(())
 }
+
+/// An object created before state Secrets carried the group keeps its state under the old name:
+/// an upgraded operator reads it there, moves it, and creates nothing again.
+#[tokio::test]
+async fn a_state_secret_under_the_old_name_is_moved_not_lost() -> anyhow::Result<()> {
+    let env = Env::new();
+    created(&env, "old", thing("old")).await?;
+    let mut secret = env
+        .api
+        .remove("secrets", NS, "thing-old.fake-tfstate")
+        .unwrap_or_default();
+    secret["metadata"]["name"] = json!("thing-old-tfstate");
+    env.api.insert("secrets", secret);
+    env.pass("old").await?;
+    assert_eq!(env.plugin.creates(), 1, "created again");
+    assert_eq!(env.condition("old", "Ready"), yes("Available"));
+    assert!(
+        env.api
+            .get("secrets", NS, "thing-old.fake-tfstate")
+            .is_some()
+    );
+    assert!(env.api.get("secrets", NS, "thing-old-tfstate").is_none());
+    Ok(())
+}

@@ -36,6 +36,8 @@ pub struct Run<'a> {
     /// The uid of this object's state Secret, once loaded or written (`None`: none is
     /// known to be this object's).
     state_uid: std::sync::Mutex<Option<String>>,
+    /// The uid of the old-named state Secret this pass read (see `load_legacy_state`).
+    legacy_uid: std::sync::Mutex<Option<String>>,
 }
 
 impl<'a> Run<'a> {
@@ -60,6 +62,7 @@ impl<'a> Run<'a> {
             outputs: None,
             sensitive_inputs: Default::default(),
             state_uid: Default::default(),
+            legacy_uid: Default::default(),
         }
     }
 
@@ -180,7 +183,7 @@ impl<'a> Run<'a> {
         let name = self.state_secret_name();
         let Some(secret) = self.secrets.get_opt(&name).await? else {
             self.set_state_uid(None);
-            return Ok(None);
+            return self.load_legacy_state().await;
         };
         match ownership::claim(&secret.metadata, &self.owner()?) {
             Claim::Mine => {
@@ -195,6 +198,54 @@ impl<'a> Run<'a> {
                 &format!("Secret {name}"),
                 &whose,
             ))),
+        }
+    }
+
+    /// An object created before state Secrets were named with the group keeps its state under
+    /// the old name: read it there (only for an object that was created or adopted: the fence
+    /// annotation or an external id says so), and let the next write move it.
+    async fn load_legacy_state(&self) -> Result<Option<Stored>> {
+        let created = self.annotation(super::CREATE_ATTEMPT_ANNOTATION).is_some()
+            || self.status.get("externalId").is_some_and(|v| !v.is_null());
+        if !created {
+            return Ok(None);
+        }
+        let r = &self.k.kind.resource;
+        let legacy = state::legacy_secret_name(&r.kind, &self.name);
+        let Some(secret) = self.secrets.get_opt(&legacy).await? else {
+            return Ok(None);
+        };
+        if ownership::claim(&secret.metadata, &self.owner()?) != Claim::Mine {
+            return Ok(None);
+        }
+        *self.legacy_uid.lock().unwrap_or_else(|e| e.into_inner()) = secret.metadata.uid.clone();
+        let stored = Stored::from_secret(&secret)?;
+        // Moved now, not on the next change: a settled object would read two names each pass.
+        self.save_state(&stored).await?;
+        Ok(Some(stored))
+    }
+
+    /// Deletes the old-named state Secret [`Self::load_legacy_state`] read, by uid, once the
+    /// state is safe under its new name (or the object is gone).
+    async fn retire_legacy_state(&self) -> Result<()> {
+        let uid = self
+            .legacy_uid
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(uid) = uid else {
+            return Ok(());
+        };
+        let legacy = state::legacy_secret_name(&self.k.kind.resource.kind, &self.name);
+        self.count("secrets", "delete");
+        match self
+            .secrets
+            .delete(&legacy, &ownership::delete_only(Some(&uid)))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -216,7 +267,7 @@ impl<'a> Run<'a> {
         match written {
             Ok(s) => {
                 self.set_state_uid(s.metadata.uid);
-                Ok(())
+                self.retire_legacy_state().await
             }
             Err(e) if ownership::is_refusal(&e) => Err(Error::NotOwned(
                 ownership::refusal_message(&e, &format!("Secret {name}")),
@@ -228,6 +279,7 @@ impl<'a> Run<'a> {
     /// Deletes the state Secret this object stored (by uid: never a Secret of the name that is
     /// not the one it loaded or wrote).
     pub async fn delete_state(&self) -> Result<()> {
+        self.retire_legacy_state().await?;
         let name = self.state_secret_name();
         let known = self.set_state_uid(None);
         let uid = match known {

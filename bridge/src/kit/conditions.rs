@@ -71,6 +71,8 @@ pub mod reason {
     /// The provider did not answer in time; it was replaced and the request is retried.
     pub const PROVIDER_TIMEOUT: &str = "ProviderTimeout";
     pub const API_ERROR: &str = "ApiError";
+    /// A deletion waits for the objects that still need this one (its users, its readers).
+    pub const IN_USE: &str = "InUse";
 }
 
 /// Now, as a condition's `lastTransitionTime` (RFC 3339, whole seconds).

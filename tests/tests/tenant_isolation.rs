@@ -138,7 +138,16 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
             "the apply after the rotation used a process configured with {tokens:?}"
         );
 
-        // Delete the ProviderConfig and create it again with other credentials.
+        // Delete the ProviderConfig and create it again with other credentials. The Object
+        // still uses it, so the deletion would wait for it: forced.
+        bed.cp.kubectl(&[
+            "annotate",
+            "providerconfig",
+            "rotating",
+            "-n",
+            &ns,
+            "kraken.dev/force-delete=true",
+        ])?;
         bed.cp.kubectl(&[
             "delete",
             "providerconfig",
@@ -146,6 +155,7 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
             "-n",
             &ns,
             "--wait=true",
+            "--timeout=60s",
         ])?;
         bed.apply(&secret("token-v3"))?;
         bed.apply(&pc)?;

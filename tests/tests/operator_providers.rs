@@ -327,6 +327,24 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
                 Some(p) => bail!("still there: {:?}", condition(&p, "Ready")),
             }
         })?;
+        // Its objects say why nothing reconciles them any more.
+        wait_for(
+            RECONCILE_TIMEOUT,
+            "the Pet to say its kind is suspended",
+            || {
+                let pet = bed
+                    .cp
+                    .get_json(&bed.ns, "pets.random.tf.kraken.dev", "web")?;
+                match condition(&pet, "Synced") {
+                    Some((s, r, m))
+                        if s == "False" && r == "KindSuspended" && m.contains("random") =>
+                    {
+                        Ok(Some(()))
+                    }
+                    other => bail!("Synced {other:?}"),
+                }
+            },
+        )?;
         let crds =
             bed.crds_labelled("kraken.dev/provider-name=random,kraken.dev/suspended=true")?;
         ensure!(crds.len() == 2, "suspended CRDs: {}", crds.len());

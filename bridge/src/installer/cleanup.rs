@@ -48,6 +48,9 @@ pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, ku
             .await?;
         }
     }
+    if !remove && !in_use.is_empty() {
+        super::suspend::mark_suspended(inst, &name, &owned.items).await?;
+    }
     if p.spec.remove_crds && !in_use.is_empty() {
         let note = format!(
             "kept the CRDs of Provider {name}: objects of {} still exist",

@@ -38,6 +38,7 @@ mod crds;
 mod install;
 mod package;
 pub mod provider_config;
+mod suspend;
 
 use crate::core_kinds::{InstalledKind, Provider, ProviderStatus};
 use crate::provider::{LaunchOptions, Plugin as _, ProviderHost, ProviderSchema};

@@ -286,6 +286,60 @@ mod tests {
         );
     }
 
+    /// The reads and writes over the fake API server: a named Secret gets the finalizer once,
+    /// a token Secret never, one no longer named loses it on a sweep, and a deleted
+    /// configuration releases all, leaving other holders' finalizers alone.
+    #[tokio::test]
+    async fn secrets_are_held_and_released_through_the_api() -> anyhow::Result<()> {
+        use crate::kit::fake_api::FakeApi;
+        use serde_json::json;
+        let api = FakeApi::new();
+        let secret = |name: &str, type_: &str, finalizers: &[&str]| {
+            json!({"apiVersion": "v1", "kind": "Secret", "type": type_,
+                   "metadata": {"name": name, "namespace": "team", "finalizers": finalizers},
+                   "data": {"k": "dg=="}})
+        };
+        api.insert("secrets", secret("a", "Opaque", &[]));
+        api.insert(
+            "secrets",
+            secret("b", "Opaque", &["kraken.dev/awsconfig-other"]),
+        );
+        api.insert(
+            "secrets",
+            secret("token", "kubernetes.io/service-account-token", &[]),
+        );
+        let metrics = Metrics::new();
+        let mine = holder_finalizer("providerconfig", "pc");
+        let finalizers = |name: &str| {
+            api.get("secrets", "team", name)
+                .map(|s| s["metadata"]["finalizers"].clone())
+                .unwrap_or_default()
+        };
+        let client = api.client();
+        let named = set(&["a", "b", "token", "absent"]);
+        let held = hold_secrets(&client, &metrics, "team", &mine, &named, false).await?;
+        assert_eq!(held, ["a", "b"]);
+        assert_eq!(finalizers("a"), json!([mine]));
+        assert_eq!(finalizers("b"), json!(["kraken.dev/awsconfig-other", mine]));
+        assert_eq!(finalizers("token"), json!([]));
+        // Again: nothing to write.
+        let before = api.writes("/secrets");
+        hold_secrets(&client, &metrics, "team", &mine, &named, false).await?;
+        assert_eq!(
+            api.writes("/secrets"),
+            before,
+            "a held Secret is not written again"
+        );
+        // The spec no longer names a: released on the sweep.
+        let held = hold_secrets(&client, &metrics, "team", &mine, &set(&["b"]), true).await?;
+        assert_eq!(held, ["b"]);
+        assert_eq!(finalizers("a"), json!([]));
+        // Deleted: everything of its own released, the other holder's finalizer kept.
+        hold_secrets(&client, &metrics, "team", &mine, &set(&[]), true).await?;
+        assert_eq!(finalizers("b"), json!(["kraken.dev/awsconfig-other"]));
+        Ok(())
+    }
+
     #[test]
     fn holder_finalizers_are_qualified_names() {
         assert_eq!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::moto::{Ec2Probe, Moto, REGION};
-use kraken_tests::operator::bed::{describe, is_reconciled};
+use kraken_tests::operator::bed::{describe, is_reconciled, wait_condition};
 use kraken_tests::operator::{Operator, OperatorOptions, condition};
 use kraken_tests::{ControlPlane, TestEnv, repo_root, scratch_dir, wait_for};
 use serde_json::Value;
@@ -333,17 +333,13 @@ fn configuration_first(bed: &Bed, docs: &[Doc]) -> anyhow::Result<()> {
         ),
     ];
     for (resource, name, user) in expect_in_use {
-        let d = docs
-            .iter()
-            .find(|d| d.resource == resource && d.name == name)
-            .with_context(|| format!("no {resource} {name} in examples/"))?;
-        wait_for(CONVERGE, &format!("{resource} {name} InUse"), || {
-            let obj = bed.get(d)?.context("gone while still used")?;
-            match condition(&obj, "Ready") {
-                Some((s, r, m)) if s == "False" && r == "InUse" && m.contains(user) => Ok(Some(())),
-                other => bail!("Ready {other:?}"),
-            }
-        })?;
+        let ns = if resource.starts_with("providers.") {
+            ""
+        } else {
+            NS
+        };
+        let in_use = ("Ready", "False", "InUse");
+        wait_condition(&bed.cp, (ns, resource, name), in_use, user, CONVERGE)?;
     }
     let crds = bed.cp.kubectl(&[
         "get",

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ledger;
+use kraken_tests::operator::bed::wait_condition;
 use kraken_tests::operator::{Operator, OperatorOptions, condition};
 use kraken_tests::registry_server::{
     Publish, RegistryServer, SigningIdentity, package_zip, single_file_h1,
@@ -296,15 +297,14 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             "--wait=false",
         ])?;
         let users = format!("used by 2 objects: Id {ns}/key, Pet {ns}/web", ns = bed.ns);
-        wait_for(RECONCILE_TIMEOUT, "Provider random InUse", || {
-            let p = bed.provider("random")?;
-            match condition(&p, "Ready") {
-                Some((s, r, m)) if s == "False" && r == "InUse" && m.contains(&users) => {
-                    Ok(Some(()))
-                }
-                other => bail!("Ready {other:?}"),
-            }
-        })?;
+        let provider = ("", "providers.core.kraken.dev", "random");
+        wait_condition(
+            &bed.cp,
+            provider,
+            ("Ready", "False", "InUse"),
+            &users,
+            RECONCILE_TIMEOUT,
+        )?;
         let suspended = bed.crds_labelled("kraken.dev/suspended=true")?;
         ensure!(
             suspended.is_empty(),
@@ -328,22 +328,14 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             }
         })?;
         // Its objects say why nothing reconciles them any more.
-        wait_for(
+        let pet = (bed.ns.as_str(), "pets.random.tf.kraken.dev", "web");
+        let suspended = ("Synced", "False", "KindSuspended");
+        wait_condition(
+            &bed.cp,
+            pet,
+            suspended,
+            "Provider random",
             RECONCILE_TIMEOUT,
-            "the Pet to say its kind is suspended",
-            || {
-                let pet = bed
-                    .cp
-                    .get_json(&bed.ns, "pets.random.tf.kraken.dev", "web")?;
-                match condition(&pet, "Synced") {
-                    Some((s, r, m))
-                        if s == "False" && r == "KindSuspended" && m.contains("random") =>
-                    {
-                        Ok(Some(()))
-                    }
-                    other => bail!("Synced {other:?}"),
-                }
-            },
         )?;
         let crds =
             bed.crds_labelled("kraken.dev/provider-name=random,kraken.dev/suspended=true")?;

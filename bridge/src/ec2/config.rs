@@ -204,6 +204,94 @@ async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::Kit;
+    use crate::kit::fake_api::FakeApi;
+    use crate::kit::metrics::Metrics;
+    use kube::api::DeleteParams;
+    use serde_json::json;
+
+    /// Over the fake API server: the AwsConfig holds its Secret, waits while an EC2Instance
+    /// names it, then releases the Secret and itself.
+    #[tokio::test]
+    async fn deletion_waits_for_the_instances_then_lets_go() -> anyhow::Result<()> {
+        let api = FakeApi::new();
+        let ctx = Arc::new(Context {
+            kit: Arc::new(Kit::new(api.client(), Arc::new(Metrics::new()))),
+            hub_index: Arc::new(crate::hub::Index::default()),
+            policy: Default::default(),
+        });
+        api.insert(
+            "secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "creds", "namespace": "team"}, "data": {"id": "aWQ="}}),
+        );
+        api.insert(
+            "awsconfigs",
+            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
+                   "metadata": {"name": "default", "namespace": "team"},
+                   "spec": {"credentials": {
+                       "accessKeyIdSecretRef": {"name": "creds", "key": "id"},
+                       "secretAccessKeySecretRef": {"name": "creds", "key": "id"}}}}),
+        );
+        api.insert(
+            "ec2instances",
+            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
+                   "metadata": {"name": "app", "namespace": "team"},
+                   "spec": {"awsConfigRef": {"name": "default"}}}),
+        );
+        let cfgs: Api<AwsConfig> = Api::namespaced(api.client(), "team");
+        let pass = || async {
+            let cfg = cfgs.get("default").await?;
+            reconcile(Arc::new(cfg), ctx.clone()).await
+        };
+        let ready = |cfg: &Option<serde_json::Value>| {
+            cfg.as_ref()
+                .and_then(|c| c["status"]["conditions"].as_array().cloned())
+                .and_then(|c| c.into_iter().find(|c| c["type"] == READY))
+                .map(|c| {
+                    (
+                        c["status"].clone(),
+                        c["reason"].clone(),
+                        c["message"].clone(),
+                    )
+                })
+        };
+        let secret_finalizers = || {
+            api.get("secrets", "team", "creds")
+                .map(|s| s["metadata"]["finalizers"].clone())
+                .unwrap_or_default()
+        };
+        pass().await?;
+        pass().await?;
+        assert_eq!(secret_finalizers(), json!(["kraken.dev/awsconfig-default"]));
+        let cfg = api.get("awsconfigs", "team", "default");
+        assert_eq!(
+            ready(&cfg).map(|r| (r.0, r.1)),
+            Some((json!("True"), json!(reason::AVAILABLE)))
+        );
+        cfgs.delete("default", &DeleteParams::default()).await?;
+        pass().await?;
+        let (status, why, message) = ready(&api.get("awsconfigs", "team", "default"))
+            .ok_or_else(|| anyhow::anyhow!("no Ready condition"))?;
+        assert_eq!((status, why), (json!("False"), json!(reason::IN_USE)));
+        assert!(
+            message
+                .as_str()
+                .is_some_and(|m| m.contains("EC2Instance team/app")),
+            "{message}"
+        );
+        assert_eq!(secret_finalizers(), json!(["kraken.dev/awsconfig-default"]));
+        Api::<EC2Instance>::namespaced(api.client(), "team")
+            .delete("app", &DeleteParams::default())
+            .await?;
+        pass().await?;
+        assert!(
+            api.get("awsconfigs", "team", "default").is_none(),
+            "still there"
+        );
+        assert_eq!(secret_finalizers(), json!([]));
+        Ok(())
+    }
 
     #[test]
     fn ready_when_every_named_secret_is_held() {

@@ -72,6 +72,15 @@ pub fn on_delete(users: &[String], forced: bool) -> OnDelete {
     }
 }
 
+/// Whether the annotation `kraken.dev/force-delete` (any value but `false`) asks a deletion not
+/// to wait for users.
+pub fn forced(meta: &kube::api::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(super::FORCE_DELETE_ANNOTATION))
+        .is_some_and(|v| v != "false")
+}
+
 /// `deletion waits: used by N objects: A, B, C and 2 more; ...`, the users sorted so the
 /// message (and the status holding it) does not change while they do not.
 pub fn users_message(users: &[String]) -> String {
@@ -274,6 +283,24 @@ mod tests {
             message.contains("kraken.dev/force-delete=true"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn only_the_annotation_forces_a_deletion() {
+        let meta = |value: Option<&str>| kube::api::ObjectMeta {
+            annotations: value.map(|v| {
+                [(
+                    super::super::FORCE_DELETE_ANNOTATION.to_owned(),
+                    v.to_owned(),
+                )]
+                .into()
+            }),
+            ..Default::default()
+        };
+        assert!(forced(&meta(Some("true"))));
+        assert!(forced(&meta(Some(""))));
+        assert!(!forced(&meta(Some("false"))));
+        assert!(!forced(&meta(None)));
     }
 
     #[test]

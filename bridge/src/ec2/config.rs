@@ -18,7 +18,6 @@ use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 
 use super::controller::Context;
-use crate::core_kinds::FORCE_DELETE_ANNOTATION;
 use crate::core_kinds::ec2::{AwsConfig, AwsConfigStatus, EC2Instance};
 use crate::core_kinds::lifecycle::{self, CONFIG_FINALIZER, OnDelete, hold_secrets};
 use crate::kit::conditions::{self, READY, Set, reason};
@@ -144,10 +143,7 @@ async fn cleanup(
         })
         .map(|o| format!("EC2Instance {ns}/{}", o.name_any()))
         .collect();
-    let forced = cfg
-        .annotations()
-        .get(FORCE_DELETE_ANNOTATION)
-        .is_some_and(|v| v != "false");
+    let forced = lifecycle::forced(&cfg.metadata);
     if let OnDelete::Wait(message) = lifecycle::on_delete(&users, forced) {
         let repeated = cfg.status.as_ref().is_some_and(|s| {
             s.conditions

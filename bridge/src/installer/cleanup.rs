@@ -4,7 +4,6 @@
 //! kinds are suspended with their objects in place, as before.
 
 use super::*;
-use crate::core_kinds::FORCE_DELETE_ANNOTATION;
 use crate::core_kinds::lifecycle::{self, OnDelete};
 use crate::kit::conditions::reason::IN_USE;
 
@@ -18,10 +17,7 @@ pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, ku
         .await?;
     let users = users(inst, &owned.items).await?;
     let described: Vec<String> = users.iter().map(|(_, u)| u.clone()).collect();
-    let forced = p
-        .annotations()
-        .get(FORCE_DELETE_ANNOTATION)
-        .is_some_and(|v| v != "false");
+    let forced = lifecycle::forced(&p.metadata);
     if let OnDelete::Wait(message) = lifecycle::on_delete(&described, forced) {
         wait_for_users(p, inst, message).await?;
         return Ok(Action::requeue(lifecycle::WAIT_AGAIN));

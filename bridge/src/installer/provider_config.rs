@@ -24,7 +24,7 @@ use kube::{Resource as _, ResourceExt as _};
 use super::Context;
 use crate::core_kinds::generated::PROVIDER_ANNOTATION;
 use crate::core_kinds::lifecycle::{self, CONFIG_FINALIZER, OnDelete, hold_secrets};
-use crate::core_kinds::{FORCE_DELETE_ANNOTATION, KindInfo, Provider, ProviderConfig};
+use crate::core_kinds::{KindInfo, Provider, ProviderConfig};
 use crate::kit::conditions::{self, READY, Set, reason};
 use crate::kit::errors::chain;
 use crate::kit::finalizer::{self, Phase};
@@ -151,10 +151,7 @@ async fn cleanup(pc: &ProviderConfig, ctx: &Context, namespace: &str) -> Result<
     let name = pc.metadata.name.clone().unwrap_or_default();
     let api: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), namespace);
     let users = users(ctx, namespace, &name).await?;
-    let forced = pc
-        .annotations()
-        .get(FORCE_DELETE_ANNOTATION)
-        .is_some_and(|v| v != "false");
+    let forced = lifecycle::forced(&pc.metadata);
     if let OnDelete::Wait(message) = lifecycle::on_delete(&users, forced) {
         let mut status = pc.status.clone().unwrap_or_default();
         let repeated = status
@@ -166,6 +163,7 @@ async fn cleanup(pc: &ProviderConfig, ctx: &Context, namespace: &str) -> Result<
         status.conditions =
             conditions::merge(&status.conditions, &[update], pc.metadata.generation, &now);
         status.users = i64::try_from(users.len()).ok();
+        status.observed_generation = pc.metadata.generation;
         if pc.status.as_ref() != Some(&status) {
             crate::kit::status::merge(&api, &ctx.metrics, "providerconfigs", &name, &status)
                 .await?;

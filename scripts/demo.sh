@@ -155,6 +155,7 @@ Kraken is running. In another terminal:
   kubectl get ec2 app -o yaml                 # native EC2 instances (moto on 127.0.0.1:$moto_port)
   kubectl patch ec2 app --type merge -p '{"spec":{"count":3}}'                    # scale up
   kubectl get configmap app-endpoint -o yaml  # the first instance's address, exported
+  kubectl delete -f examples/                 # all of it, configuration too: completes in any order
 
 Operator log: $log
 EOF

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ledger;
+use kraken_tests::operator::bed::wait_condition;
 use kraken_tests::operator::{Operator, OperatorOptions, condition};
 use kraken_tests::registry_server::{
     Publish, RegistryServer, SigningIdentity, package_zip, single_file_h1,
@@ -167,8 +168,9 @@ fn managed(
 }
 
 /// From a filesystem mirror: the kinds spec.resources selects appear and reconcile through the
-/// real provider; `kraken activate` adds one on demand; deleting the Provider stops its kinds
-/// and leaves CRDs and resources alone.
+/// real provider; `kraken activate` adds one on demand; deleting the Provider waits while
+/// objects of its kinds exist, and a forced deletion stops its kinds and leaves CRDs and
+/// resources alone.
 #[test]
 fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
@@ -286,14 +288,55 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
         ])?;
         bed.wait_provider("random", "True", "Installed")?;
 
-        // Deleting the Provider: the controllers stop, CRDs and resources stay.
+        // Deleting the Provider while objects of its kinds exist: it waits and names them,
+        // and the kinds stay served (their objects' deletion needs them).
         bed.cp.kubectl(&[
             "delete",
             "providers.core.kraken.dev",
             "random",
-            "--wait=true",
-            "--timeout=60s",
+            "--wait=false",
         ])?;
+        let users = format!("used by 2 objects: Id {ns}/key, Pet {ns}/web", ns = bed.ns);
+        let provider = ("", "providers.core.kraken.dev", "random");
+        wait_condition(
+            &bed.cp,
+            provider,
+            ("Ready", "False", "InUse"),
+            &users,
+            RECONCILE_TIMEOUT,
+        )?;
+        let suspended = bed.crds_labelled("kraken.dev/suspended=true")?;
+        ensure!(
+            suspended.is_empty(),
+            "kinds suspended under their objects: {}",
+            suspended.len()
+        );
+        // Forced: the controllers stop, CRDs and resources stay.
+        bed.cp.kubectl(&[
+            "annotate",
+            "providers.core.kraken.dev",
+            "random",
+            "kraken.dev/force-delete=true",
+        ])?;
+        wait_for(RECONCILE_TIMEOUT, "Provider random gone", || {
+            match bed
+                .cp
+                .get_json_opt("", "providers.core.kraken.dev", "random")?
+            {
+                None => Ok(Some(())),
+                Some(p) => bail!("still there: {:?}", condition(&p, "Ready")),
+            }
+        })?;
+        // Its objects say why nothing reconciles them any more.
+        let pet = (bed.ns.as_str(), "pets.random.tf.kraken.dev", "web");
+        let suspended = ("Synced", "False", "KindSuspended");
+        wait_condition(
+            &bed.cp,
+            pet,
+            suspended,
+            "Provider random",
+            RECONCILE_TIMEOUT,
+        )?;
         let crds =
             bed.crds_labelled("kraken.dev/provider-name=random,kraken.dev/suspended=true")?;
         ensure!(crds.len() == 2, "suspended CRDs: {}", crds.len());
@@ -355,8 +398,11 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             "length 3 replaced the pet: {id2:?}"
         );
 
-        // removeCRDs keeps CRDs whose objects exist (and says so) ...
-        bed.patch_provider("random", r#"{"spec":{"removeCRDs":true}}"#)?;
+        // removeCRDs (on a forced deletion) keeps CRDs whose objects exist (and says so) ...
+        bed.patch_provider(
+            "random",
+            r#"{"metadata":{"annotations":{"kraken.dev/force-delete":"true"}},"spec":{"removeCRDs":true}}"#,
+        )?;
         bed.cp.kubectl(&[
             "delete",
             "providers.core.kraken.dev",

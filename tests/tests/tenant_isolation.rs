@@ -128,6 +128,22 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
             configured_tokens(&bed)?
         );
 
+        // The Secret it reads is held for it (docs/operator.md, "Deleting configuration").
+        let held_by = |want: bool| -> anyhow::Result<()> {
+            kraken_tests::wait_for(CONVERGE, "the token Secret's finalizer", || {
+                let s = bed.cp.get_json(&ns, "secrets", "fixture-token")?;
+                let held = s["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f == "kraken.dev/providerconfig-rotating"));
+                if held == want {
+                    Ok(Some(()))
+                } else {
+                    anyhow::bail!("finalizers {}", s["metadata"]["finalizers"])
+                }
+            })
+        };
+        held_by(true)?;
+
         // Rotate: same ProviderConfig, same generation, a new Secret value.
         bed.apply(&secret("token-v2"))?;
         bed.apply_object("rotated", spec(2))?;
@@ -138,7 +154,16 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
             "the apply after the rotation used a process configured with {tokens:?}"
         );
 
-        // Delete the ProviderConfig and create it again with other credentials.
+        // Delete the ProviderConfig and create it again with other credentials. The Object
+        // still uses it, so the deletion would wait for it: forced.
+        bed.cp.kubectl(&[
+            "annotate",
+            "providerconfig",
+            "rotating",
+            "-n",
+            &ns,
+            "kraken.dev/force-delete=true",
+        ])?;
         bed.cp.kubectl(&[
             "delete",
             "providerconfig",
@@ -146,7 +171,9 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
             "-n",
             &ns,
             "--wait=true",
+            "--timeout=60s",
         ])?;
+        held_by(false)?;
         bed.apply(&secret("token-v3"))?;
         bed.apply(&pc)?;
         bed.apply_object("rotated", spec(3))?;

@@ -293,6 +293,7 @@ pub struct LastPlan {
     version = "v1alpha1",
     kind = "AwsConfig",
     namespaced,
+    status = "AwsConfigStatus",
     derive = "PartialEq",
     derive = "Default",
     shortname = "awscfg",
@@ -302,6 +303,11 @@ pub struct LastPlan {
            Credentials come from Secret keys, or from the AWS SDK's standard chain when unset.",
     printcolumn(name = "REGION", type_ = "string", json_path = ".spec.region"),
     printcolumn(name = "ENDPOINT", type_ = "string", json_path = ".spec.endpoint"),
+    printcolumn(
+        name = "READY",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
     printcolumn(
         name = "AGE",
         type_ = "date",
@@ -326,6 +332,20 @@ pub struct AwsConfigSpec {
     pub credentials: Option<AwsCredentials>,
 }
 
+/// Whether the credentials Secrets are there (and held for the EC2Instances that need them),
+/// and, while a deletion waits, which EC2Instances still use the AwsConfig.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsConfigStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready: every Secret spec.credentials names exists and may be used. While a deletion
+    /// waits: Ready=False, reason InUse, naming the EC2Instances that still use it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
 /// Access keys held in Secrets of the AwsConfig's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -337,6 +357,24 @@ pub struct AwsCredentials {
     /// A session token, for temporary credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_token_secret_ref: Option<SecretKeyRef>,
+}
+
+impl AwsConfigSpec {
+    /// The Secrets `credentials` reads.
+    pub fn secret_names(&self) -> std::collections::BTreeSet<String> {
+        let Some(c) = &self.credentials else {
+            return Default::default();
+        };
+        [
+            Some(&c.access_key_id_secret_ref),
+            Some(&c.secret_access_key_secret_ref),
+            c.session_token_secret_ref.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|r| r.name.clone())
+        .collect()
+    }
 }
 
 fn values_from_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

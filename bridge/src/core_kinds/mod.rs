@@ -10,6 +10,7 @@
 pub mod ec2;
 pub mod generated;
 pub mod hub;
+pub mod lifecycle;
 pub mod provider;
 pub mod provider_config;
 
@@ -27,6 +28,9 @@ pub use provider_config::{ProviderConfig, ProviderConfigSpec, ProviderConfigStat
 
 /// Finalizer on every managed resource (bridged or native EC2) Kraken has touched.
 pub const FINALIZER: &str = "kraken.dev/finalizer";
+/// On an object other objects need (a producer read by consumers, a Provider, ProviderConfig or
+/// AwsConfig in use): delete it even while they still need it.
+pub const FORCE_DELETE_ANNOTATION: &str = "kraken.dev/force-delete";
 /// `"true"` stops reconciliation of a managed resource until removed.
 pub const PAUSED_ANNOTATION: &str = "kraken.dev/paused";
 /// The Secret type of Kraken's state Secrets (never readable through references).

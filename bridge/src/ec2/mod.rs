@@ -10,11 +10,14 @@
 //! - [`plan`]: what a pass must do, decided purely from what EC2 shows.
 //! - [`policy`]: what the administrator lets a namespace user do with the operator's standing
 //!   (ambient credentials, endpoints, adoption by `importIds`).
+//! - [`config`]: the AwsConfig controller: keeps an AwsConfig and its credentials Secrets
+//!   until no EC2Instance needs them.
 //! - [`controller`]: the reconciler, wired into the dependency hub like every generated kind,
 //!   one file per step (dispatch, inputs, observe, act, status, cleanup).
 //! - `fake` (unit tests only): a stateful in-memory EC2 behind the same traits.
 
 pub mod client;
+pub mod config;
 pub mod controller;
 #[cfg(test)]
 pub mod fake;

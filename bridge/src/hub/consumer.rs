@@ -34,7 +34,7 @@ use crate::kit::ownership::{self, Claim};
 /// Reason on `Ready` while references are not resolved.
 pub const WAITING: &str = "WaitingForDependencies";
 /// Reason on `Ready` while a deletion waits for consumers.
-pub const IN_USE: &str = "InUse";
+pub const IN_USE: &str = crate::kit::conditions::reason::IN_USE;
 
 /// A consumer whose values are not resolved: its conditions (`Synced` carries the request's
 /// reason and message), and the message of a Warning Event when that reason is a problem a

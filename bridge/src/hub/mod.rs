@@ -64,7 +64,7 @@ pub const CONSUMER_GROUP_LABEL: &str = "kraken.dev/consumer-group";
 /// Label on a DependencyRequest: its consumer's kind, lowercased.
 pub const CONSUMER_KIND_LABEL: &str = "kraken.dev/consumer-kind";
 /// On a producer: delete it even while other objects still reference its outputs.
-pub const FORCE_DELETE_ANNOTATION: &str = "kraken.dev/force-delete";
+pub use crate::core_kinds::FORCE_DELETE_ANNOTATION;
 
 /// The name of the StateDeclaration (and of the DependencyRequest) of object `name` of `kind`
 /// in API `group`: `<kind>-<name>.<group>` ([`crate::kit::names`]).

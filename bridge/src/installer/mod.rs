@@ -6,10 +6,10 @@
 //! are Established → status. The kind supervisor (`operator::run`) starts a controller for each
 //! CRD as it becomes Established, so new kinds reconcile without a restart.
 //!
-//! Deleting a Provider labels its CRDs `kraken.dev/suspended=true`, which stops their
-//! controllers, and leaves CRDs and resources as they are; with `spec.removeCRDs` the CRDs are
-//! deleted too, but only when no object of any of its kinds exists. Applying the Provider again
-//! takes the label back.
+//! Deleting a Provider waits (`Ready=False, InUse`) while objects of its kinds exist, then
+//! labels its CRDs `kraken.dev/suspended=true`, which stops their controllers; with
+//! `spec.removeCRDs` the CRDs are deleted instead. `kraken.dev/force-delete` skips the wait
+//! (CRDs and objects stay as they are). Applying the Provider again takes the label back.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,6 +38,7 @@ mod crds;
 mod install;
 mod package;
 pub mod provider_config;
+mod suspend;
 
 use crate::core_kinds::{InstalledKind, Provider, ProviderStatus};
 use crate::provider::{LaunchOptions, Plugin as _, ProviderHost, ProviderSchema};

@@ -248,13 +248,13 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
         kit: w.kit.clone(),
         index: w.hub_index.clone(),
     });
-    let ec2 = Arc::new(crate::ec2::controller::Ec2Controller::new(Arc::new(
-        crate::ec2::controller::Context {
-            kit: w.kit.clone(),
-            hub_index: w.hub_index.clone(),
-            policy: w.aws.clone(),
-        },
-    )));
+    let ec2_ctx = Arc::new(crate::ec2::controller::Context {
+        kit: w.kit.clone(),
+        hub_index: w.hub_index.clone(),
+        policy: w.aws.clone(),
+    });
+    let aws_configs = ec2_ctx.clone();
+    let ec2 = Arc::new(crate::ec2::controller::Ec2Controller::new(ec2_ctx));
     let managed = w.managed.clone();
     vec![
         (
@@ -283,6 +283,12 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
             "EC2Instance controller",
             Box::new(move |stop| {
                 crate::ec2::controller::run(ec2.clone(), concurrency, stopped(stop)).boxed()
+            }),
+        ),
+        (
+            "AwsConfig controller",
+            Box::new(move |stop| {
+                crate::ec2::config::run(aws_configs.clone(), stopped(stop)).boxed()
             }),
         ),
         (

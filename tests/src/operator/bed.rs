@@ -373,6 +373,27 @@ pub fn condition(obj: &Value, type_: &str) -> Option<(String, String, String)> {
     Some((s("status"), s("reason"), s("message")))
 }
 
+/// Waits until the object `resource`/`name` in `ns` (empty: cluster-scoped) has condition
+/// `type_` = `status`/`reason` with a message containing `text`; returns the message.
+pub fn wait_condition(
+    cp: &ControlPlane,
+    (ns, resource, name): (&str, &str, &str),
+    (type_, status, reason): (&str, &str, &str),
+    text: &str,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    let what = format!("{resource} {name}: {type_}={status}/{reason} saying {text:?}");
+    wait_for(timeout, &what, || {
+        let obj = cp
+            .get_json_opt(ns, resource, name)?
+            .context("does not exist")?;
+        match condition(&obj, type_) {
+            Some((s, r, m)) if s == status && r == reason && m.contains(text) => Ok(Some(m)),
+            other => bail!("{type_} {other:?}"),
+        }
+    })
+}
+
 /// The Events whose involved object is named `name` in `ns`, oldest first, as
 /// (reason, message). Read through core/v1, which also shows events.k8s.io/v1 Events.
 pub fn events_for(

@@ -196,6 +196,16 @@ fn trigger_hash(obj: &EC2Instance) -> Option<u64> {
     Some(h.finish())
 }
 
+/// What makes an AwsConfig event worth reconciling the EC2Instances that name it: a new
+/// object (a new uid, even under an old name) or a new generation (spec change).
+fn config_hash(cfg: &AwsConfig) -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cfg.metadata.uid.hash(&mut h);
+    cfg.metadata.generation.hash(&mut h);
+    Some(h.finish())
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     ctrl: Arc<Ec2Controller>,
@@ -233,8 +243,14 @@ pub async fn run(
             .map(|o| ObjectRef::from_obj(&*o))
             .collect::<Vec<_>>()
     };
+    // Only a new AwsConfig or a new spec: its status (written by the AwsConfig controller) is
+    // no reason to look at EC2 again.
+    let config_changes = watcher(configs, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(config_hash, Default::default());
     Controller::for_stream(stream, reader)
-        .watches(configs, watcher::Config::default().any_semantic(), users)
+        .watches_stream(config_changes, users)
         .reconcile_on(triggers)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use kraken_tests::operator::bed::{OBJECTS, describe, is_reconciled};
+use kraken_tests::operator::bed::{OBJECTS, describe};
 use kraken_tests::operator::{FixtureBed, OperatorOptions, condition};
 use kraken_tests::{ledger, repo_root, wait_for};
 use serde_json::{Value, json};
@@ -35,14 +35,7 @@ fn get(bed: &FixtureBed, resource: &str, name: &str) -> anyhow::Result<Option<Va
 
 /// Waits until `resource/name` is Ready and Synced at its generation.
 fn wait_reconciled(bed: &FixtureBed, resource: &str, name: &str) -> anyhow::Result<Value> {
-    wait_for(CONVERGE, &format!("{resource} {name} reconciled"), || {
-        let obj = get(bed, resource, name)?.context("does not exist")?;
-        if is_reconciled(&obj) {
-            Ok(Some(obj))
-        } else {
-            bail!("{}", describe(&obj))
-        }
-    })
+    kraken_tests::operator::bed::wait_reconciled(&bed.cp, (&bed.ns, resource, name), CONVERGE)
 }
 
 /// Waits until `resource/name` has condition `type_` with this status and reason.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use kraken_tests::operator::bed::{describe, is_reconciled};
+use kraken_tests::operator::bed::{self, describe};
 use kraken_tests::operator::{FixtureBed, OperatorOptions, condition};
 use kraken_tests::{ledger, repo_root, wait_for};
 use serde_json::{Value, json};
@@ -21,52 +21,25 @@ fn get(bed: &FixtureBed, resource: &str, name: &str) -> anyhow::Result<Option<Va
 }
 
 fn wait_reconciled(bed: &FixtureBed, resource: &str, name: &str) -> anyhow::Result<Value> {
-    wait_for(CONVERGE, &format!("{resource} {name} reconciled"), || {
-        let obj = get(bed, resource, name)?.context("does not exist")?;
-        if is_reconciled(&obj) {
-            Ok(Some(obj))
-        } else {
-            bail!("{}", describe(&obj))
-        }
-    })
+    bed::wait_reconciled(&bed.cp, (&bed.ns, resource, name), CONVERGE)
 }
 
-/// The message of condition `type_` once its reason is `reason`.
+/// The message of `resource/name`'s condition `type_` once its reason is `reason` (any status)
+/// and it says `text`.
 fn wait_reason(
     bed: &FixtureBed,
-    resource: &str,
-    name: &str,
-    type_: &str,
-    reason: &str,
-) -> anyhow::Result<String> {
-    wait_for(
-        CONVERGE,
-        &format!("{resource} {name} {type_} {reason}"),
-        || {
-            let obj = get(bed, resource, name)?.context("does not exist")?;
-            match condition(&obj, type_) {
-                Some((_, r, m)) if r == reason => Ok(Some(m)),
-                other => bail!("{type_} is {other:?}"),
-            }
-        },
-    )
-}
-
-/// The Synced message of `resource/name` once it contains `text`.
-fn wait_message(
-    bed: &FixtureBed,
-    resource: &str,
-    name: &str,
+    (resource, name): (&str, &str),
+    (type_, reason): (&str, &str),
     text: &str,
 ) -> anyhow::Result<String> {
     wait_for(
         CONVERGE,
-        &format!("{resource} {name} to say {text}"),
+        &format!("{resource} {name} {type_} {reason} {text:?}"),
         || {
             let obj = get(bed, resource, name)?.context("does not exist")?;
-            match condition(&obj, "Synced") {
-                Some((_, _, m)) if m.contains(text) => Ok(Some(m)),
-                other => bail!("Synced is {other:?}"),
+            match condition(&obj, type_) {
+                Some((_, r, m)) if r == reason && m.contains(text) => Ok(Some(m)),
+                other => bail!("{type_} is {other:?}"),
             }
         },
     )
@@ -164,8 +137,12 @@ fn same_kind_from_two_providers_and_squatted_names_leave_each_other_alone() -> a
         );
 
         // The squatted names: refused, untouched, nothing created.
-        let m = wait_reason(&bed, FIXTURE_UUIDS, "squat", "Synced", "NotOwned")?;
-        ensure!(m.contains("uuid-squat.fixture-tfstate"), "{m}");
+        wait_reason(
+            &bed,
+            (FIXTURE_UUIDS, "squat"),
+            ("Synced", "NotOwned"),
+            "uuid-squat.fixture-tfstate",
+        )?;
         let secret = get(&bed, SECRETS, "uuid-squat.fixture-tfstate")?.context("gone")?;
         ensure!(
             secret["data"].as_object().map(|d| d.len()) == Some(1)
@@ -173,8 +150,12 @@ fn same_kind_from_two_providers_and_squatted_names_leave_each_other_alone() -> a
             "the user's Secret was changed: {}",
             secret["data"]
         );
-        let m = wait_reason(&bed, FIXTURE_UUIDS, "declared", "Synced", "NotOwned")?;
-        ensure!(m.contains("uuid-declared.fixture"), "{m}");
+        wait_reason(
+            &bed,
+            (FIXTURE_UUIDS, "declared"),
+            ("Synced", "NotOwned"),
+            "uuid-declared.fixture",
+        )?;
         let sd = get(&bed, DECLARATIONS, "uuid-declared.fixture")?.context("gone")?;
         ensure!(
             sd["spec"]["outputs"] == json!({"id": "the user's"}),
@@ -206,7 +187,12 @@ fn same_kind_from_two_providers_and_squatted_names_leave_each_other_alone() -> a
             .map(|d| d.to_string())
             .join("\n---\n"),
         )?;
-        let m = wait_message(&bed, "objects.fixture.tf.kraken.dev", "vague", "Ambiguous")?;
+        let m = wait_reason(
+            &bed,
+            ("objects.fixture.tf.kraken.dev", "vague"),
+            ("Synced", "WaitingForDependencies"),
+            "Ambiguous",
+        )?;
         ensure!(
             m.contains("apiVersion") && m.contains("random.tf.kraken.dev"),
             "{m}"

@@ -133,12 +133,9 @@ pub async fn request_values(
             Claim::Mine => Some(dr),
             Claim::Predecessor => {
                 metrics.api_write("dependencyrequests", "delete");
-                let dp = ownership::delete_only(dr.metadata.uid.as_deref());
-                match api.delete(&name, &dp).await {
-                    Ok(_) => None,
-                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => None,
-                    Err(e) => return Err(e),
-                }
+                let uid = dr.metadata.uid.clone().unwrap_or_default();
+                ownership::delete_by_uid(&api, &name, &uid).await?;
+                None
             }
             Claim::Foreign(whose) => {
                 return Ok(Values::Waiting {
@@ -201,14 +198,8 @@ async fn drop_legacy_request(
         return Ok(());
     }
     metrics.api_write("dependencyrequests", "delete");
-    match api
-        .delete(&legacy, &ownership::delete_only(dr.metadata.uid.as_deref()))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-        Err(e) => Err(e),
-    }
+    let uid = dr.metadata.uid.clone().unwrap_or_default();
+    ownership::delete_by_uid(api, &legacy, &uid).await
 }
 
 /// Creates the request `name` for `spec`'s consumer; one that exists already (the hub's cache
@@ -323,14 +314,8 @@ pub async fn drop_request(
         return Ok(());
     }
     metrics.api_write("dependencyrequests", "delete");
-    match api
-        .delete(name, &ownership::delete_only(dr.metadata.uid.as_deref()))
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-        Err(e) => return Err(e),
-    }
+    let uid = dr.metadata.uid.clone().unwrap_or_default();
+    ownership::delete_by_uid(&api, name, &uid).await?;
     let Some(request) = dr.controller_owner_ref(&()) else {
         return Ok(());
     };

@@ -99,13 +99,19 @@ where
     let Some(found) = api.get_opt(name).await? else {
         return Ok(());
     };
-    if claim(found.meta(), owner) != Claim::Mine {
-        return Ok(());
+    match (claim(found.meta(), owner), found.meta().uid.as_deref()) {
+        (Claim::Mine, Some(uid)) => delete_by_uid(api, name, uid).await,
+        _ => Ok(()),
     }
-    match api
-        .delete(name, &delete_only(found.meta().uid.as_deref()))
-        .await
-    {
+}
+
+/// Deletes object `name` if it is still the one with `uid`: one already gone (404) or
+/// replaced by another of the name (409, the precondition) is fine.
+pub async fn delete_by_uid<K>(api: &kube::Api<K>, name: &str, uid: &str) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &delete_only(Some(uid))).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
         Err(e) => Err(e),

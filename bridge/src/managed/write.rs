@@ -238,15 +238,7 @@ impl<'a> Run<'a> {
         };
         let legacy = state::legacy_secret_name(&self.k.kind.resource.kind, &self.name);
         self.count("secrets", "delete");
-        match self
-            .secrets
-            .delete(&legacy, &ownership::delete_only(Some(&uid)))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        Ok(ownership::delete_by_uid(&self.secrets, &legacy, &uid).await?)
     }
 
     /// Writes the state Secret. It carries this object as its controller owner, so the API
@@ -297,15 +289,7 @@ impl<'a> Run<'a> {
             return Ok(());
         };
         self.count("secrets", "delete");
-        match self
-            .secrets
-            .delete(&name, &ownership::delete_only(Some(&uid)))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        Ok(ownership::delete_by_uid(&self.secrets, &name, &uid).await?)
     }
 
     /// Sets conditions in the status being built.

@@ -119,19 +119,7 @@ impl FixtureBed {
     /// Wait until the Object is Ready=True/Available and Synced=True/ReconcileSuccess with
     /// status.observedGeneration == metadata.generation; returns it.
     pub fn wait_reconciled(&self, name: &str, timeout: Duration) -> anyhow::Result<Value> {
-        let what = format!(
-            "Object {name} to be Ready/Available and Synced/ReconcileSuccess at its generation"
-        );
-        wait_for(timeout, &what, || {
-            let obj = self
-                .object_opt(name)?
-                .context("the Object does not exist")?;
-            if is_reconciled(&obj) {
-                Ok(Some(obj))
-            } else {
-                bail!("{}", describe(&obj))
-            }
-        })
+        wait_reconciled(&self.cp, (&self.ns, OBJECTS, name), timeout)
     }
 
     /// Wait until the Object's Synced condition has this status and reason; returns it.
@@ -371,6 +359,28 @@ pub fn condition(obj: &Value, type_: &str) -> Option<(String, String, String)> {
         .find(|c| c["type"] == type_)?;
     let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
     Some((s("status"), s("reason"), s("message")))
+}
+
+/// Waits until the object `resource`/`name` in `ns` (empty: cluster-scoped) is
+/// Ready=True/Available and Synced=True/ReconcileSuccess at its generation; returns it.
+pub fn wait_reconciled(
+    cp: &ControlPlane,
+    (ns, resource, name): (&str, &str, &str),
+    timeout: Duration,
+) -> anyhow::Result<Value> {
+    let what = format!(
+        "{resource} {name} to be Ready/Available and Synced/ReconcileSuccess at its generation"
+    );
+    wait_for(timeout, &what, || {
+        let obj = cp
+            .get_json_opt(ns, resource, name)?
+            .context("it does not exist")?;
+        if is_reconciled(&obj) {
+            Ok(Some(obj))
+        } else {
+            bail!("{}", describe(&obj))
+        }
+    })
 }
 
 /// Waits until the object `resource`/`name` in `ns` (empty: cluster-scoped) has condition

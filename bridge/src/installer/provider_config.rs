@@ -107,7 +107,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
     .await?;
     let mut status = pc.status.clone().unwrap_or_default();
     let (update, action) = match source::configured(&ctx.source, &namespace, &pc).await {
-        Ok((resolved, host)) => {
+        Ok((resolved, host, _)) => {
             status.version = Some(resolved.version);
             status.protocol = i32::try_from(host.protocol_version()).ok();
             let message = format!("{} configured", resolved.address);

@@ -35,11 +35,16 @@ impl ProviderSource for FakeSource {
         namespace: &str,
         pc_name: &str,
     ) -> Result<Configured> {
-        read_provider_config(&self.client, namespace, pc_name).await?;
+        let pc = read_provider_config(&self.client, namespace, pc_name).await?;
+        // The ProviderConfig's spec stands in for the configuration the real source digests.
+        let spec = serde_json::to_string(&pc.spec).unwrap_or_default();
+        let uid = pc.metadata.uid.unwrap_or_default();
+        let digest = super::config_digest(&uid, &spec);
         let fields = |resource: &kraken_codegen::schema::Schema| {
             Arc::new(FieldMap::for_resource(&kind.type_name, resource))
         };
-        super::resource_provider(kind, self.plugin.clone(), "fake 0.0.0".into(), fields).await
+        let label = ("fake 0.0.0".to_owned(), digest);
+        super::resource_provider(kind, self.plugin.clone(), label, fields).await
     }
 
     fn client(&self) -> &Client {

@@ -191,6 +191,10 @@ pub struct Configured {
     pub fields: Arc<FieldMap>,
     /// `address version`, for logs and metrics.
     pub label: String,
+    /// A digest of the ProviderConfig as configured (its uid and configuration, Secret values
+    /// included): part of a plan's id, so a changed ProviderConfig makes an approval stale.
+    /// Never the values themselves.
+    pub config_digest: String,
 }
 
 impl Configured {
@@ -221,7 +225,7 @@ async fn provider(
         Some(pc) => pc,
         None => Arc::new(read_provider_config(&ctx.client, namespace, pc_name).await?),
     };
-    let (resolved, host) = configured(ctx, namespace, &pc).await?;
+    let (resolved, host, config_digest) = configured(ctx, namespace, &pc).await?;
     let label = format!("{} {}", resolved.address, resolved.version);
     let fields = |resource: &kraken_codegen::schema::Schema| {
         ctx.field_map(
@@ -229,7 +233,7 @@ async fn provider(
             || FieldMap::for_resource(&kind.type_name, resource),
         )
     };
-    resource_provider(kind, host, label, fields).await
+    resource_provider(kind, host, (label, config_digest), fields).await
 }
 
 /// ProviderConfig `pc_name` in `namespace`, read from the API server; errors name what is
@@ -255,12 +259,13 @@ async fn read_provider_config(
     }
 }
 
-/// The pooled, configured provider process a ProviderConfig describes.
+/// The pooled, configured provider process a ProviderConfig describes, and a digest of the
+/// ProviderConfig as configured (see [`Configured::config_digest`]).
 pub async fn configured(
     ctx: &Source,
     namespace: &str,
     pc: &ProviderConfig,
-) -> Result<(Resolved, Arc<ProviderHost>)> {
+) -> Result<(Resolved, Arc<ProviderHost>, String)> {
     let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
     let invalid = |message: String| Error::ProviderConfigInvalid {
         name: pc_name.to_owned(),
@@ -333,7 +338,16 @@ pub async fn configured(
             )),
             other => Error::ProviderUnavailable(format!("{:#}", chain(&other))),
         })?;
-    Ok((resolved, host))
+    let digest = config_digest(&key.uid, &key.digest);
+    Ok((resolved, host, digest))
+}
+
+/// [`Configured::config_digest`] of the ProviderConfig with `uid` configured as `digest`.
+pub fn config_digest(uid: &str, digest: &str) -> String {
+    format!(
+        "{:016x}",
+        crate::kit::hash::fnv1a_parts(&[uid.as_bytes(), digest.as_bytes()])
+    )
 }
 
 /// The binary a Ready `Provider` installed, at the version its status reports.
@@ -370,7 +384,7 @@ async fn installed_provider(ctx: &Source, name: &str) -> std::result::Result<Res
 async fn resource_provider(
     kind: &KindInfo,
     host: Arc<dyn Plugin>,
-    label: String,
+    (label, config_digest): (String, String),
     fields: impl FnOnce(&kraken_codegen::schema::Schema) -> Arc<FieldMap>,
 ) -> Result<Configured> {
     let schema = host
@@ -389,6 +403,7 @@ async fn resource_provider(
         schema,
         fields,
         label,
+        config_digest,
     })
 }
 

@@ -51,7 +51,7 @@ pub fn render(ir: &KindIr, address: &str, provider_type: &str) -> Json {
                 "served": true,
                 "storage": true,
                 "subresources": {"status": {}},
-                "additionalPrinterColumns": printer_columns(),
+                "additionalPrinterColumns": printer_columns(ir.data_source),
                 "schema": {"openAPIV3Schema": root_schema(ir, address)},
             }],
         },
@@ -97,17 +97,25 @@ fn names_json(names: &KindNames) -> Json {
     Json::Object(map)
 }
 
-fn printer_columns() -> Json {
+/// READY, SYNCED, EXTERNAL-ID, PLAN (resources only: a data source plans nothing), AGE.
+fn printer_columns(data_source: bool) -> Json {
     let condition = |name: &str, ty: &str| {
         json!({"name": name.to_ascii_uppercase(), "type": "string",
                "jsonPath": format!(".status.conditions[?(@.type=='{ty}')].status")})
     };
-    json!([
+    let mut columns = vec![
         condition("Ready", "Ready"),
         condition("Synced", "Synced"),
-        {"name": "EXTERNAL-ID", "type": "string", "jsonPath": ".status.externalId"},
-        {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    ])
+        json!({"name": "EXTERNAL-ID", "type": "string", "jsonPath": ".status.externalId"}),
+    ];
+    if !data_source {
+        columns.push(
+            json!({"name": "PLAN", "type": "string", "jsonPath": ".status.plan.action",
+            "description": "The action of the plan waiting for approval (spec.planPolicy)."}),
+        );
+    }
+    columns.push(json!({"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}));
+    Json::Array(columns)
 }
 
 fn root_schema(ir: &KindIr, address: &str) -> Json {
@@ -210,6 +218,11 @@ fn resource_policies(properties: &mut Map<String, Json>) {
         ),
     );
     properties.insert(
+        "planPolicy".into(),
+        json!({"type": "string", "enum": ["Auto", "Manual", "ManualForDestructive"], "default": "Auto",
+               "description": "Which changes wait for approval of their plan (status.plan, approved with the annotation kraken.dev/approve-plan: <id>): none (Auto), every create, update and replacement (Manual), or replacements only (ManualForDestructive)."}),
+    );
+    properties.insert(
         "importId".into(),
         json!({"type": "string",
                "description": "Adopt the existing external object with this import id instead of creating one."}),
@@ -305,6 +318,12 @@ fn status_schema(ir: &KindIr) -> Json {
                        "paths": {"type": "array", "items": {"type": "string"},
                                  "description": "The argument paths that change."}}}),
         );
+        properties.insert("plan".into(), plan_schema());
+        properties.insert(
+            "lastAppliedPlan".into(),
+            json!({"type": "object", "description": "The last plan applied after approval.",
+                   "properties": {"id": {"type": "string"}, "action": {"type": "string"}}}),
+        );
         properties.insert(
             "dependencyRequest".into(),
             json!({"type": "string",
@@ -320,6 +339,37 @@ fn status_schema(ir: &KindIr) -> Json {
         );
     }
     json!({"type": "object", "description": "The observed state.", "properties": properties})
+}
+
+/// `status.plan`: the change waiting for approval under `spec.planPolicy`.
+fn plan_schema() -> Json {
+    let text = |d: &str| json!({"type": "string", "description": d});
+    json!({
+        "type": "object",
+        "description": "The change waiting for approval (spec.planPolicy); absent when none waits. \
+            Approve it by annotating the object with kraken.dev/approve-plan: <id>.",
+        "properties": {
+            "id": text("Content-addressed id: a digest of the generation, the prior state, the resolved inputs, the provider and its ProviderConfig."),
+            "action": {"type": "string", "enum": ["Create", "Update", "Replace", "Delete", "NoOp"]},
+            "changes": {
+                "type": "array",
+                "maxItems": 16,
+                "description": "What changes, per top-level attribute (at most 16; see omitted).",
+                "items": {"type": "object", "required": ["path"], "properties": {
+                    "path": text("The field, in Kubernetes names."),
+                    "before": text("The value now, as JSON; (sensitive) when redacted."),
+                    "after": text("The value planned, as JSON; (known after apply) when the provider knows it only then."),
+                    "unknown": {"type": "boolean", "description": "Part of the value is known only after apply."},
+                    "forcesReplacement": {"type": "boolean", "description": "Changing it replaces the external object."},
+                }},
+            },
+            "omitted": {"type": "integer", "description": "Changes not listed."},
+            "staleApproval": {"type": "object", "description": "An approval given for another plan, and why it no longer applies.",
+                              "properties": {"id": text("The plan id approved."), "why": text("What moved since.")}},
+            "basis": {"type": "object", "description": "What the plan was made from (digests), to say why an approval is stale.",
+                      "x-kubernetes-preserve-unknown-fields": true},
+        },
+    })
 }
 
 fn conditions_schema() -> Json {

@@ -217,7 +217,7 @@ fn names_follow_the_conventions() {
             .iter()
             .map(|c| c["name"].as_str().expect("name"))
             .collect();
-    assert_eq!(columns, ["READY", "SYNCED", "EXTERNAL-ID", "AGE"]);
+    assert_eq!(columns, ["READY", "SYNCED", "EXTERNAL-ID", "PLAN", "AGE"]);
 }
 
 #[test]

@@ -1,13 +1,16 @@
-//! Step: bring the object to its spec — configuration, observe, plan, then what [`decide`]
-//! says: settle, create (fenced), update, replace; then persist, publish and report success.
+//! Step: bring the object to its spec — configuration, observe, plan, the plan policy's gate
+//! ([`hold`](super::hold)), then what [`decide`] says: settle, create (fenced), update,
+//! replace; then persist, publish and report success.
 
 use kube::runtime::controller::Action;
 use serde_json::{Value as Json, json};
 
 use super::CREATE_ATTEMPT_ANNOTATION;
+use super::decide::Gate;
 use super::decide::{self, Act, Facts};
 use super::deps;
 use super::error::{Error, Result};
+use super::hold;
 use super::observe::{Observed, observe};
 use super::spec::ManagedSpec;
 use super::target::{Saved, Target, apply_plan, destroy_object, fail_on_errors, plan_paths};
@@ -15,7 +18,6 @@ use super::write::Run;
 use crate::kit::conditions::{READY, SYNCED, Set, reason};
 use crate::provider::lifecycle::{self, Action as PlanAction, Plan};
 use crate::value::Value;
-use crate::value::kube::to_kube_json;
 
 /// Brings a live object to its spec.
 pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
@@ -57,11 +59,19 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
         observe_only,
         refuse_replace: spec.replace_policy.as_deref() == Some("Refuse"),
         recreate: observed.recreate,
+        // A spec change held for approval was observed but not applied: not drift.
         spec_unchanged: run.status.get("observedGeneration").and_then(Json::as_i64)
-            == run.generation(),
+            == run.generation()
+            && run.status.get("plan").is_none(),
     };
     let act = decide::act(plan.action, facts);
-    carry_out(run, &t, &plan, &config, observed, act).await?;
+    let gated = hold::gate(run, &t, spec.plan_policy, &plan, act);
+    if gated.gate == Gate::Hold {
+        hold::hold(run, &t, &plan, observed, &gated).await?;
+    } else {
+        carry_out(run, &t, &plan, &config, observed, act).await?;
+        hold::went_ahead(run, &gated, &plan);
+    }
     publish(run, &t).await?;
     run.flush_status().await?;
     Ok(spec.drift_action())
@@ -194,12 +204,7 @@ pub(super) async fn publish(run: &mut Run<'_>, t: &Target<'_>) -> Result<()> {
 
 /// The status of a pass that left the object as the spec says.
 pub(super) fn succeed(run: &mut Run<'_>, t: &Target<'_>, state: &Value) {
-    run.outputs = Some(state.clone());
-    let json = to_kube_json(state);
-    let public = deps::without_sensitive_inputs(run, state);
-    run.set_status_field("atProvider", t.fields().state_to_status(&public));
-    let id = json.get("id").and_then(Json::as_str).map(|s| json!(s));
-    run.set_status_field("externalId", id.unwrap_or(Json::Null));
+    deps::show_live(run, t.fields(), state);
     run.set_conditions(&[
         Set::new(READY, true, reason::AVAILABLE, ""),
         Set::new(SYNCED, true, reason::RECONCILE_SUCCESS, ""),

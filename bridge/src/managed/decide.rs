@@ -1,7 +1,9 @@
 //! The pure decisions of a pass, apart from the I/O that gathers their inputs, so every branch
 //! of the controller can be checked in a table: where the pass learns what exists
-//! ([`origin`]), what it does about a plan ([`act`]), and what a deletion does ([`on_delete`]).
+//! ([`origin`]), what it does about a plan ([`act`]), whether it waits for an approval
+//! ([`gate`]), and what a deletion does ([`on_delete`]).
 
+use super::spec::PlanPolicy;
 use crate::provider::lifecycle::Action as PlanAction;
 
 /// Where a pass learns what exists.
@@ -84,6 +86,33 @@ pub fn act(action: PlanAction, f: Facts) -> Act {
         },
         PlanAction::Replace if f.refuse_replace => Act::RefuseReplace,
         PlanAction::Replace => Act::Replace,
+    }
+}
+
+/// Whether a change goes ahead under `spec.planPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The policy does not hold this step: carry it out (no plan is shown).
+    Go,
+    /// The policy holds it and its plan is approved: carry it out.
+    Approved,
+    /// The policy holds it and its plan is not approved: change nothing, show the plan.
+    Hold,
+}
+
+/// The gate for step `act` under `policy`; `approved` when the approval annotation names the
+/// id of the plan just made. Deletes never reach here (a live object's pass settles them).
+pub fn gate(policy: PlanPolicy, act: Act, approved: bool) -> Gate {
+    let changes = matches!(act, Act::Create { .. } | Act::Update { .. } | Act::Replace);
+    let held = match policy {
+        PlanPolicy::Auto => false,
+        PlanPolicy::Manual => changes,
+        PlanPolicy::ManualForDestructive => act == Act::Replace,
+    };
+    match (held, approved) {
+        (false, _) => Gate::Go,
+        (true, true) => Gate::Approved,
+        (true, false) => Gate::Hold,
     }
 }
 
@@ -203,6 +232,79 @@ mod tests {
         ];
         for (name, action, facts, want) in cases {
             assert_eq!(act(action, facts), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn gates() {
+        use PlanPolicy::{Auto, Manual, ManualForDestructive as Destructive};
+        let update = Act::Update { drift: false };
+        let create = Act::Create { recreate: false };
+        let cases = [
+            ("auto applies", Auto, Act::Replace, false, Gate::Go),
+            ("manual holds a create", Manual, create, false, Gate::Hold),
+            ("manual holds an update", Manual, update, false, Gate::Hold),
+            (
+                "manual holds drift",
+                Manual,
+                Act::Update { drift: true },
+                false,
+                Gate::Hold,
+            ),
+            (
+                "manual holds a replace",
+                Manual,
+                Act::Replace,
+                false,
+                Gate::Hold,
+            ),
+            ("approved", Manual, update, true, Gate::Approved),
+            ("nothing to hold", Manual, Act::Settle, false, Gate::Go),
+            (
+                "observing holds nothing",
+                Manual,
+                Act::Observe { drifted: true },
+                false,
+                Gate::Go,
+            ),
+            (
+                "refusal is not held",
+                Manual,
+                Act::RefuseReplace,
+                false,
+                Gate::Go,
+            ),
+            (
+                "destructive applies updates",
+                Destructive,
+                update,
+                false,
+                Gate::Go,
+            ),
+            (
+                "destructive applies creates",
+                Destructive,
+                create,
+                false,
+                Gate::Go,
+            ),
+            (
+                "destructive holds replace",
+                Destructive,
+                Act::Replace,
+                false,
+                Gate::Hold,
+            ),
+            (
+                "destructive approved",
+                Destructive,
+                Act::Replace,
+                true,
+                Gate::Approved,
+            ),
+        ];
+        for (name, policy, act, approved, want) in cases {
+            assert_eq!(gate(policy, act, approved), want, "{name}");
         }
     }
 

@@ -121,6 +121,19 @@ fn sensitive_attributes(p: &Configured, paths: &[String]) -> std::collections::B
 }
 
 /// `state` as Kubernetes JSON, without the attributes set from sensitive inputs.
+/// Shows the external object `state` describes (`status.atProvider`, `status.externalId`)
+/// and records it as the outputs to publish.
+pub(super) fn show_live(run: &mut Run<'_>, fields: &crate::value::fields::FieldMap, state: &Value) {
+    run.outputs = Some(state.clone());
+    let public = without_sensitive_inputs(run, state);
+    run.set_status_field("atProvider", fields.state_to_status(&public));
+    let id = to_kube_json(state)
+        .get("id")
+        .and_then(Json::as_str)
+        .map(|s| json!(s));
+    run.set_status_field("externalId", id.unwrap_or(Json::Null));
+}
+
 pub fn without_sensitive_inputs(run: &Run<'_>, state: &Value) -> Json {
     let mut json = to_kube_json(state);
     if let Some(members) = json.as_object_mut() {

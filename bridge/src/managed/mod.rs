@@ -20,7 +20,9 @@ mod cleanup;
 mod decide;
 mod deps;
 pub mod error;
+mod hold;
 mod observe;
+mod plan;
 mod reconcile;
 mod report;
 mod spec;
@@ -47,6 +49,8 @@ use crate::source::ProviderSource;
 pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 /// The create fence: written before the provider is asked to create.
 pub const CREATE_ATTEMPT_ANNOTATION: &str = "kraken.dev/create-attempt";
+/// Approves the held plan whose `status.plan.id` is the value (see [`plan`]).
+pub const APPROVE_PLAN_ANNOTATION: &str = "kraken.dev/approve-plan";
 pub use crate::kit::FIELD_MANAGER;
 
 /// Everything the managed-resource reconciles share.
@@ -111,8 +115,8 @@ fn newer_version(seen: &str, written: Option<u64>) -> String {
     }
 }
 
-/// What makes a metadata event worth a reconcile: a new generation (spec change), deletion
-/// and the pause annotation. Kraken's own writes (status, the state Secret, the finalizer and
+/// What makes a metadata event worth a reconcile: a new generation (spec change), deletion,
+/// the pause annotation and an approval of a plan. Kraken's own writes (status, the state Secret, the finalizer and
 /// the create fence) change none of these, so they never retrigger the reconcile that made them.
 fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
     let m = &meta.metadata;
@@ -122,6 +126,7 @@ fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
     m.uid.hash(&mut h);
     let annotation = |k: &str| m.annotations.as_ref().and_then(|a| a.get(k).cloned());
     annotation(PAUSED_ANNOTATION).hash(&mut h);
+    annotation(APPROVE_PLAN_ANNOTATION).hash(&mut h);
     annotation(crate::hub::producer::PUBLISH_ANNOTATION).hash(&mut h);
     Some(h.finish())
 }
@@ -138,7 +143,7 @@ fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
     m.creation_timestamp = None;
     m.generate_name = None;
     if let Some(a) = m.annotations.as_mut() {
-        a.retain(|k, _| k == PAUSED_ANNOTATION);
+        a.retain(|k, _| k == PAUSED_ANNOTATION || k == APPROVE_PLAN_ANNOTATION);
         if a.is_empty() {
             m.annotations = None;
         }

@@ -24,6 +24,20 @@ pub struct ManagedSpec {
     pub import_id: Option<String>,
     #[serde(default)]
     pub drift_interval: Option<String>,
+    #[serde(default)]
+    pub plan_policy: PlanPolicy,
+}
+
+/// `spec.planPolicy`: which changes wait for an approval of their plan.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum PlanPolicy {
+    /// Every change is applied at once (no plan is held, nothing extra is written).
+    #[default]
+    Auto,
+    /// Every change (create, update, replace) waits for approval.
+    Manual,
+    /// Replacements wait for approval; in-place updates and creates are applied at once.
+    ManualForDestructive,
 }
 
 #[derive(Debug, Default, Deserialize)]

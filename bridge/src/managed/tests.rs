@@ -25,6 +25,8 @@ fn reads_at_the_newer_of_the_watch_and_the_own_write() {
     assert_eq!(newer_version("abc", Some(130)), "abc");
 }
 
+mod plans;
+
 const NS: &str = "ns";
 const PLURAL: &str = "things";
 

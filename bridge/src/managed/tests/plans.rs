@@ -1,0 +1,241 @@
+//! `spec.planPolicy`, `status.plan` and approvals bound to the plan, over the fakes.
+
+use super::*;
+
+/// `name`'s pending plan (`status.plan`), or null.
+fn pending(env: &Env, name: &str) -> Json {
+    env.object(name).unwrap_or_default()["status"]["plan"].clone()
+}
+
+fn plan_id(env: &Env, name: &str) -> String {
+    pending(env, name)["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The Synced condition's message on `name`.
+fn synced_message(env: &Env, name: &str) -> String {
+    let obj = env.object(name).unwrap_or_default();
+    obj["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Synced")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl Env {
+    async fn approve(&self, name: &str, id: &str) -> anyhow::Result<()> {
+        let patch = json!({"metadata": {"annotations": {APPROVE_PLAN_ANNOTATION: id}}});
+        self.things()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(())
+    }
+}
+
+fn manual(name: &str) -> Json {
+    let mut spec = thing(name);
+    spec["planPolicy"] = json!("Manual");
+    spec
+}
+
+#[tokio::test]
+async fn manual_holds_a_create_until_its_exact_plan_is_approved() -> anyhow::Result<()> {
+    let env = Env::new();
+    env.api.insert(
+        "secrets",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pw", "namespace": NS},
+               "data": {"k": "aHVudGVyMg=="}}),
+    );
+    let mut spec = manual("a");
+    spec["forProvider"]["passwordSecretRef"] = json!({"name": "pw", "key": "k"});
+    env.create("a", spec);
+    env.pass("a").await?;
+    assert_eq!(env.plugin.calls("ApplyResourceChange"), 0);
+    assert_eq!(env.condition("a", "Synced"), no("PlanPending"));
+    assert_eq!(env.condition("a", "Ready"), no("Creating"));
+    let plan = pending(&env, "a");
+    assert_eq!(plan["action"], "Create");
+    let text = plan.to_string();
+    assert!(
+        !text.contains("hunter2"),
+        "a sensitive value is stored: {text}"
+    );
+    let change = |path: &str| {
+        plan["changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["path"] == path)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(change("spec.forProvider.name")["after"], "\"a\"");
+    assert_eq!(
+        change("spec.forProvider.passwordSecretRef")["after"],
+        "(sensitive)"
+    );
+    assert_eq!(change("status.atProvider.id")["unknown"], true);
+    let id = plan_id(&env, "a");
+    assert!(synced_message(&env, "a").contains(&id));
+    // Held and unchanged: another pass writes nothing.
+    let before = env.writes();
+    env.pass("a").await?;
+    assert_eq!(env.writes(), before, "a held plan costs no write per pass");
+
+    env.approve("a", "0000000000000000").await?;
+    env.pass("a").await?;
+    assert_eq!(
+        env.plugin.creates(),
+        0,
+        "an approval of another plan applies nothing"
+    );
+    env.approve("a", &id).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.creates(), 1);
+    assert_eq!(env.condition("a", "Synced"), yes("ReconcileSuccess"));
+    let obj = env.object("a").unwrap_or_default();
+    assert!(obj["status"].get("plan").is_none(), "no plan pending");
+    assert_eq!(obj["status"]["lastAppliedPlan"]["id"], id.as_str());
+    assert_eq!(env.events().await, ["PlanPending", "PlanStale", "Created"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_held_update_keeps_ready_describing_the_live_object() -> anyhow::Result<()> {
+    let env = Env::new();
+    created(&env, "a", thing("a")).await?;
+    let change = json!({"planPolicy": "Manual", "forProvider": {"description": "new"}});
+    env.edit("a", change).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.updates(), 0);
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    assert_eq!(env.condition("a", "Synced"), no("PlanPending"));
+    let obj = env.object("a").unwrap_or_default();
+    assert!(obj["status"]["atProvider"].get("description").is_none());
+    assert_eq!(
+        pending(&env, "a")["changes"],
+        json!([{"path": "spec.forProvider.description", "before": "null", "after": "\"new\""}])
+    );
+    // The previous approval (the annotation stays) is spent once applied, not stale.
+    let id = plan_id(&env, "a");
+    env.approve("a", &id).await?;
+    env.pass("a").await?;
+    env.edit("a", json!({"forProvider": {"description": "newer"}}))
+        .await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.updates(), 1);
+    assert_eq!(env.condition("a", "Synced"), no("PlanPending"));
+    let events = env.events().await;
+    assert_eq!(events, ["Created", "PlanPending", "Updated", "PlanPending"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn manual_for_destructive_applies_updates_and_holds_replacements() -> anyhow::Result<()> {
+    let env = Env::new();
+    let mut spec = thing("a");
+    spec["planPolicy"] = json!("ManualForDestructive");
+    created(&env, "a", spec).await?;
+    env.edit("a", json!({"forProvider": {"description": "d"}}))
+        .await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.updates(), 1);
+    env.edit("a", json!({"forProvider": {"zone": "z2"}}))
+        .await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.deletes(), 0);
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    let plan = pending(&env, "a");
+    assert_eq!(plan["action"], "Replace");
+    assert_eq!(
+        plan["changes"],
+        json!([{"path": "spec.forProvider.zone", "before": "\"z1\"", "after": "\"z2\"",
+                "forcesReplacement": true}])
+    );
+    env.approve("a", &plan_id(&env, "a")).await?;
+    env.pass("a").await?;
+    assert_eq!((env.plugin.deletes(), env.plugin.creates()), (1, 2));
+    assert_eq!(env.condition("a", "Synced"), yes("ReconcileSuccess"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_spec_change_after_approval_makes_it_stale() -> anyhow::Result<()> {
+    let env = Env::new();
+    env.create("a", manual("a"));
+    env.pass("a").await?;
+    let approved = plan_id(&env, "a");
+    env.approve("a", &approved).await?;
+    env.edit("a", json!({"forProvider": {"description": "late"}}))
+        .await?;
+    env.pass("a").await?;
+    assert_eq!(
+        env.plugin.calls("ApplyResourceChange"),
+        0,
+        "applied a stale approval"
+    );
+    assert_eq!(env.condition("a", "Synced"), no("PlanPending"));
+    let fresh = plan_id(&env, "a");
+    assert_ne!(fresh, approved);
+    let message = synced_message(&env, "a");
+    assert!(
+        message.contains(&format!(
+            "the approved plan {approved} is stale: the spec changed (generation 1 → 2)"
+        )),
+        "{message}"
+    );
+    assert_eq!(env.events().await, ["PlanPending", "PlanStale"]);
+    // The same stale approval on the next pass: no second Event.
+    env.pass("a").await?;
+    assert_eq!(env.events().await, ["PlanPending", "PlanStale"]);
+    env.approve("a", &fresh).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.creates(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_changed_provider_config_makes_an_approval_stale() -> anyhow::Result<()> {
+    let env = Env::new();
+    env.create("a", manual("a"));
+    env.pass("a").await?;
+    let approved = plan_id(&env, "a");
+    let pcs = Api::<DynamicObject>::namespaced_with(
+        env.api.client(),
+        NS,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("core.kraken.dev", "v1alpha1", "ProviderConfig"),
+            "providerconfigs",
+        ),
+    );
+    let patch = Patch::Merge(json!({"spec": {"maxConcurrency": 3}}));
+    pcs.patch("default", &PatchParams::default(), &patch)
+        .await?;
+    env.approve("a", &approved).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.creates(), 0);
+    let message = synced_message(&env, "a");
+    assert!(message.contains("the ProviderConfig changed"), "{message}");
+    Ok(())
+}
+
+#[test]
+fn an_approval_wakes_the_controller() -> anyhow::Result<()> {
+    let meta = |ann: Json| -> anyhow::Result<PartialObjectMeta<DynamicObject>> {
+        let mut m: PartialObjectMeta<DynamicObject> = serde_json::from_value(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": "a", "namespace": NS, "uid": "u", "generation": 1,
+                         "annotations": ann}}))?;
+        strip(&mut m);
+        Ok(m)
+    };
+    let none = trigger_hash(&meta(json!({"other": "x"}))?);
+    let approved = trigger_hash(&meta(json!({APPROVE_PLAN_ANNOTATION: "abc"}))?);
+    assert_ne!(none, approved);
+    Ok(())
+}

@@ -89,7 +89,7 @@ fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
         .split_whitespace()
         .collect();
     ensure!(
-        header == ["NAME", "READY", "SYNCED", "EXTERNAL-ID", "AGE"],
+        header == ["NAME", "READY", "SYNCED", "EXTERNAL-ID", "PLAN", "AGE"],
         "{table}"
     );
     ensure!(

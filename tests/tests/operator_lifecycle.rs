@@ -331,7 +331,7 @@ fn create_reports_status_and_creates_exactly_one_object() -> anyhow::Result<()> 
             .split_whitespace()
             .collect();
         ensure!(
-            header == ["NAME", "READY", "SYNCED", "EXTERNAL-ID", "AGE"],
+            header == ["NAME", "READY", "SYNCED", "EXTERNAL-ID", "PLAN", "AGE"],
             "kubectl get columns: {table}"
         );
         let row: Vec<&str> = lines
@@ -340,6 +340,7 @@ fn create_reports_status_and_creates_exactly_one_object() -> anyhow::Result<()> 
             .split_whitespace()
             .collect();
         ensure!(
+            // PLAN is blank: no plan waits.
             row.len() == 5 && row[..4] == ["web", "True", "True", id.as_str()],
             "kubectl get row: {table}"
         );

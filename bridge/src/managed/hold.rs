@@ -41,8 +41,14 @@ pub(super) fn gate(
     act: Act,
 ) -> Gated {
     let generation = run.generation().unwrap_or_default();
-    let basis = Basis::of(plan, generation, &t.p.label, &t.p.config_digest);
-    let id = basis.id(t.type_name);
+    let basis = Basis::of(
+        &run.k.ctx.plan_key,
+        plan,
+        generation,
+        &t.p.label,
+        &t.p.config_digest,
+    );
+    let id = basis.id(&run.k.ctx.plan_key, t.type_name);
     let spent = run
         .status
         .pointer("/lastAppliedPlan/id")

@@ -23,6 +23,7 @@ pub mod error;
 mod hold;
 mod observe;
 mod plan;
+pub mod plan_key;
 mod reconcile;
 mod report;
 mod spec;
@@ -60,6 +61,8 @@ pub struct Context {
     pub source: Arc<dyn ProviderSource>,
     /// The dependency hub's index: which DependencyRequests read which objects.
     pub hub_index: Arc<crate::hub::Index>,
+    /// The key every digest in `status.plan` is computed under (see [`plan_key`]).
+    pub plan_key: plan_key::PlanKey,
 }
 
 impl std::ops::Deref for Context {

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::kit::hash::{fnv1a, fnv1a_parts};
+use super::plan_key::PlanKey;
 use crate::kit::text::truncate;
 use crate::provider::lifecycle::Plan;
 use crate::value::fields::FieldMap;
@@ -28,53 +28,63 @@ pub const UNKNOWN: &str = "(known after apply)";
 
 /// What a plan was computed from. Its digest is the plan's id: any part moving (spec,
 /// resolved inputs, the external object, the provider, its ProviderConfig) makes a new id, so
-/// an approval of the old one is stale.
+/// an approval of the old one is stale. The digests (`state`, `inputs`, `provider_config`)
+/// and the id are keyed ([`PlanKey`]): they are shown in `status` but computed from Secret
+/// values, so without the key they allow no guessing of those values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Basis {
     /// The object's `metadata.generation` (the spec).
     pub generation: i64,
-    /// Digest of the prior state (the external object as refreshed, with its private data).
+    /// Keyed digest of the prior state (the external object as refreshed, with its private data).
     pub state: String,
-    /// Digest of the resolved configuration (`forProvider`, `valuesFrom`, Secret values).
+    /// Keyed digest of the resolved configuration (`forProvider`, `valuesFrom`, Secret values).
     pub inputs: String,
     /// The provider's address and version.
     pub provider: String,
-    /// `Configured::config_digest` of the ProviderConfig.
+    /// Keyed digest of `Configured::config_digest` of the ProviderConfig.
     pub provider_config: String,
 }
 
-fn hex(h: u64) -> String {
-    format!("{h:016x}")
-}
-
-fn digest_value(v: &Value) -> u64 {
-    fnv1a(to_kube_json(v).to_string().as_bytes())
+fn value_json(v: &Value) -> Vec<u8> {
+    to_kube_json(v).to_string().into_bytes()
 }
 
 impl Basis {
-    /// The basis of `plan`, for the object at `generation`.
-    pub fn of(plan: &Plan, generation: i64, provider: &str, provider_config: &str) -> Self {
-        let state = digest_value(&plan.prior_state).to_le_bytes();
+    /// The basis of `plan`, for the object at `generation`. Every digest is keyed with `key`
+    /// ([`PlanKey`]): they are computed from sensitive values and shown in `status`.
+    pub fn of(
+        key: &PlanKey,
+        plan: &Plan,
+        generation: i64,
+        provider: &str,
+        provider_config: &str,
+    ) -> Self {
         Self {
             generation,
-            state: hex(fnv1a_parts(&[&state, &plan.prior_private])),
-            inputs: hex(digest_value(&plan.config)),
+            state: key.digest(
+                "state",
+                &[&value_json(&plan.prior_state), &plan.prior_private],
+            ),
+            inputs: key.digest("inputs", &[&value_json(&plan.config)]),
             provider: provider.to_owned(),
-            provider_config: provider_config.to_owned(),
+            provider_config: key.digest("providerConfig", &[provider_config.as_bytes()]),
         }
     }
 
-    /// The plan's id: a digest of every part of the basis and the type.
-    pub fn id(&self, type_name: &str) -> String {
+    /// The plan's id: a keyed digest of every part of the basis and the type.
+    pub fn id(&self, key: &PlanKey, type_name: &str) -> String {
         let generation = self.generation.to_le_bytes();
-        hex(fnv1a_parts(&[
-            type_name.as_bytes(),
-            &generation,
-            self.state.as_bytes(),
-            self.inputs.as_bytes(),
-            self.provider.as_bytes(),
-            self.provider_config.as_bytes(),
-        ]))
+        key.digest(
+            "id",
+            &[
+                type_name.as_bytes(),
+                &generation,
+                self.state.as_bytes(),
+                self.inputs.as_bytes(),
+                self.provider.as_bytes(),
+                self.provider_config.as_bytes(),
+            ],
+        )
     }
 
     pub fn to_json(&self) -> Json {
@@ -276,8 +286,11 @@ mod tests {
         let planned =
             Value::object((0..40).map(|i| (format!("x{i:02}"), Value::string("v".repeat(500)))));
         let p = plan(Action::Create, Value::Null, planned);
-        let basis = Basis::of(&p, 1, "fake 0.0.0", "pc");
-        let v = view(&p, &basis.id(TYPE), &basis, &fields(), &|_: &str| false);
+        let key = PlanKey::from_bytes([7; 32]);
+        let basis = Basis::of(&key, &p, 1, "fake 0.0.0", "pc");
+        let v = view(&p, &basis.id(&key, TYPE), &basis, &fields(), &|_: &str| {
+            false
+        });
         assert_eq!(v["changes"].as_array().map(Vec::len), Some(MAX_CHANGES));
         assert_eq!(v["omitted"], 40 - MAX_CHANGES);
         assert!(v["changes"][0].get("before").is_none());
@@ -286,39 +299,69 @@ mod tests {
 
     #[test]
     fn the_id_moves_with_every_part_of_the_basis() {
+        let key = PlanKey::from_bytes([7; 32]);
         let p = plan(
             Action::Update,
             Value::object([("name", Value::string("a"))]),
             Value::Null,
         );
-        let b = Basis::of(&p, 1, "fake 0.0.0", "pc");
-        assert_eq!(b.id(TYPE), Basis::of(&p, 1, "fake 0.0.0", "pc").id(TYPE));
+        let b = Basis::of(&key, &p, 1, "fake 0.0.0", "pc");
+        assert_eq!(
+            b.id(&key, TYPE),
+            Basis::of(&key, &p, 1, "fake 0.0.0", "pc").id(&key, TYPE)
+        );
         assert_eq!(Basis::from_json(&b.to_json()), Some(b.clone()));
+        // Each part of the plan a basis is computed from moves its own part, and the id.
+        let other_state = Plan {
+            prior_state: Value::object([("name", Value::string("b"))]),
+            ..p.clone()
+        };
+        let other_private = Plan {
+            prior_private: b"p".to_vec(),
+            ..p.clone()
+        };
+        let other_inputs = Plan {
+            config: Value::object([("password", Value::string("hunter2"))]),
+            ..p.clone()
+        };
         let moved = [
-            Basis {
-                generation: 2,
-                ..b.clone()
-            },
-            Basis {
-                state: "s".into(),
-                ..b.clone()
-            },
-            Basis {
-                inputs: "i".into(),
-                ..b.clone()
-            },
-            Basis {
-                provider: "fake 0.0.1".into(),
-                ..b.clone()
-            },
-            Basis {
-                provider_config: "pc2".into(),
-                ..b.clone()
-            },
+            Basis::of(&key, &p, 2, "fake 0.0.0", "pc"),
+            Basis::of(&key, &other_state, 1, "fake 0.0.0", "pc"),
+            Basis::of(&key, &other_private, 1, "fake 0.0.0", "pc"),
+            Basis::of(&key, &other_inputs, 1, "fake 0.0.0", "pc"),
+            Basis::of(&key, &p, 1, "fake 0.0.1", "pc"),
+            Basis::of(&key, &p, 1, "fake 0.0.0", "pc2"),
         ];
         for m in moved {
-            assert_ne!(m.id(TYPE), b.id(TYPE), "{m:?}");
+            assert_ne!(m.id(&key, TYPE), b.id(&key, TYPE), "{m:?}");
             assert_eq!(m.moved_since(&b).len(), 1, "{m:?}");
         }
+        assert_ne!(b.id(&key, TYPE), b.id(&key, "fake_other"));
+    }
+
+    #[test]
+    fn ids_and_basis_digests_are_keyed() {
+        let p = Plan {
+            config: Value::object([("password", Value::string("hunter2"))]),
+            ..plan(Action::Create, Value::Null, Value::Null)
+        };
+        let (k1, k2) = (PlanKey::from_bytes([1; 32]), PlanKey::from_bytes([2; 32]));
+        let (b1, b2) = (
+            Basis::of(&k1, &p, 1, "fake 0.0.0", "pc"),
+            Basis::of(&k2, &p, 1, "fake 0.0.0", "pc"),
+        );
+        assert_ne!(b1.id(&k1, TYPE), b2.id(&k2, TYPE));
+        assert_ne!(b1.state, b2.state);
+        assert_ne!(b1.inputs, b2.inputs);
+        assert_ne!(b1.provider_config, b2.provider_config);
+        // Nothing shown is the unkeyed digest of what it was computed from.
+        let unkeyed = format!(
+            "{:016x}",
+            crate::kit::hash::fnv1a(to_kube_json(&p.config).to_string().as_bytes())
+        );
+        let shown = view(&p, &b1.id(&k1, TYPE), &b1, &fields(), &|_: &str| true).to_string();
+        assert!(!shown.contains(&unkeyed), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("\"pc\""), "{shown}");
     }
 }

@@ -60,6 +60,7 @@ impl Env {
             kit,
             source,
             hub_index: Arc::default(),
+            plan_key: super::plan_key::PlanKey::from_bytes([7; 32]),
         });
         let kind = kind();
         let k = Arc::new(KindContext {

@@ -100,7 +100,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     );
     let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
-    let wiring = wire(&opts, &client, &metrics, &pool);
+    let plan_key =
+        crate::managed::plan_key::PlanKey::load_or_create(&client, &opts.lease_namespace)
+            .await
+            .context("the key of plan ids")?;
+    let wiring = wire(&opts, &client, &metrics, &pool, plan_key);
     let table = controllers(&wiring);
     lead(&opts, &client, &wiring, &table, &ready).await;
     let waiting = wiring.kit.events.flush(Duration::from_secs(5)).await;
@@ -118,6 +122,7 @@ fn wire(
     client: &kube::Client,
     metrics: &Arc<Metrics>,
     pool: &Arc<ProviderPool>,
+    plan_key: crate::managed::plan_key::PlanKey,
 ) -> Wiring {
     let mut dirs = opts.plugin_dirs.clone();
     dirs.push(opts.install.cache_dir.clone());
@@ -130,6 +135,7 @@ fn wire(
         kit: kit.clone(),
         source: source.clone(),
         hub_index: hub_index.clone(),
+        plan_key,
     });
     let install = Arc::new(crate::installer::Context {
         kit: kit.clone(),

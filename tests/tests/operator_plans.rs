@@ -2,7 +2,9 @@
 //! kube-apiserver + etcd, the operator as a process and the fixture provider. Under
 //! `planPolicy: Manual` a create and an update wait as `status.plan` until the annotation
 //! `kraken.dev/approve-plan` names the fresh plan's id; an approval given before a spec change
-//! is stale and applies nothing. The fixture's ledger proves what really happened.
+//! is stale and applies nothing; an approval survives an operator restart (the id is keyed with
+//! the Secret `kraken-plan-key`, read again at start-up). The fixture's ledger proves what
+//! really happened.
 
 use std::time::Duration;
 
@@ -132,8 +134,26 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         ops(bed)?
     );
 
+    // The id is keyed with the Secret kraken-plan-key the operator made in its namespace; a
+    // restart reads the same key, so the approval of the plan shown before still applies.
+    let key = bed.cp.kubectl(&[
+        "get",
+        "secret",
+        "kraken-plan-key",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.data.key}",
+    ])?;
+    ensure!(key.trim().len() == 44, "no 32-byte plan key: {key:?}");
+    bed.op.restart()?;
+    bed.op.wait_ready(CONVERGE)?;
     approve(bed, &fresh)?;
     let obj = bed.wait_reconciled("web", CONVERGE)?;
+    ensure!(
+        !bed.op.logs()?.contains(key.trim()),
+        "the plan key is in the log"
+    );
     ensure!(ops(bed)? == ["create web", "update web"], "{:?}", ops(bed)?);
     ensure!(
         obj["status"]["atProvider"]["size"] == 3,

@@ -349,7 +349,7 @@ fn plan_schema() -> Json {
         "description": "The change waiting for approval (spec.planPolicy); absent when none waits. \
             Approve it by annotating the object with kraken.dev/approve-plan: <id>.",
         "properties": {
-            "id": text("Content-addressed id: a digest of the generation, the prior state, the resolved inputs, the provider and its ProviderConfig."),
+            "id": text("The plan's id: a digest, keyed with the operator's secret plan key, of the generation, the prior state, the resolved inputs, the provider and its ProviderConfig."),
             "action": {"type": "string", "enum": ["Create", "Update", "Replace", "Delete", "NoOp"]},
             "changes": {
                 "type": "array",
@@ -366,7 +366,7 @@ fn plan_schema() -> Json {
             "omitted": {"type": "integer", "description": "Changes not listed."},
             "staleApproval": {"type": "object", "description": "An approval given for another plan, and why it no longer applies.",
                               "properties": {"id": text("The plan id approved."), "why": text("What moved since.")}},
-            "basis": {"type": "object", "description": "What the plan was made from (digests), to say why an approval is stale.",
+            "basis": {"type": "object", "description": "What the plan was made from (keyed digests), to say why an approval is stale.",
                       "x-kubernetes-preserve-unknown-fields": true},
         },
     })

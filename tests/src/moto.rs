@@ -354,3 +354,22 @@ impl Ec2Probe {
         })
     }
 }
+
+/// The operator's AWS environment: no credentials of its own, no instance metadata lookups,
+/// and any default endpoint pointed at a closed loopback port, so nothing leaves the machine.
+pub fn operator_env() -> anyhow::Result<Vec<(String, String)>> {
+    let closed = crate::operator::free_port()?;
+    Ok(vec![
+        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ("AWS_CONFIG_FILE".into(), "/nonexistent/kraken-test".into()),
+        (
+            "AWS_SHARED_CREDENTIALS_FILE".into(),
+            "/nonexistent/kraken-test".into(),
+        ),
+        ("AWS_REGION".into(), REGION.into()),
+        (
+            "AWS_ENDPOINT_URL".into(),
+            format!("http://127.0.0.1:{closed}"),
+        ),
+    ])
+}

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use kraken_tests::moto::{Ec2Probe, Moto, REGION};
+use kraken_tests::moto::{Ec2Probe, Moto};
 use kraken_tests::operator::bed::{describe, is_reconciled, wait_condition};
 use kraken_tests::operator::{Operator, OperatorOptions, condition};
 use kraken_tests::{ControlPlane, TestEnv, repo_root, scratch_dir, wait_for};
@@ -47,7 +47,6 @@ impl Bed {
         let moto = Moto::start(cp.run_dir())?;
         let probe = Ec2Probe::new(&moto.endpoint())?;
         let cache = scratch_dir("kraken-plugin-cache-")?;
-        let closed = kraken_tests::operator::free_port()?;
         // As scripts/demo.sh runs it: Providers from the local mirror, moto's loopback
         // endpoint allowed, no AWS identity of the operator's own.
         let mut op = Operator::start(
@@ -55,19 +54,7 @@ impl Bed {
             OperatorOptions {
                 rust_log: "info,kraken_bridge=debug,kraken_bridge::provider=info".into(),
                 leader_elect: false,
-                env: vec![
-                    ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-                    ("AWS_CONFIG_FILE".into(), "/nonexistent/kraken-test".into()),
-                    (
-                        "AWS_SHARED_CREDENTIALS_FILE".into(),
-                        "/nonexistent/kraken-test".into(),
-                    ),
-                    ("AWS_REGION".into(), REGION.into()),
-                    (
-                        "AWS_ENDPOINT_URL".into(),
-                        format!("http://127.0.0.1:{closed}"),
-                    ),
-                ],
+                env: kraken_tests::moto::operator_env()?,
                 args: vec![
                     "--plugin-cache".into(),
                     cache.path().display().to_string(),

@@ -24,30 +24,11 @@ struct Ec2Bed {
     moto: Moto,
 }
 
-/// The operator's AWS environment: no credentials of its own, no instance metadata lookups,
-/// and any default endpoint pointed at a closed loopback port, so nothing leaves the machine.
-fn aws_env() -> anyhow::Result<Vec<(String, String)>> {
-    let closed = kraken_tests::operator::free_port()?;
-    Ok(vec![
-        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-        ("AWS_CONFIG_FILE".into(), "/nonexistent/kraken-test".into()),
-        (
-            "AWS_SHARED_CREDENTIALS_FILE".into(),
-            "/nonexistent/kraken-test".into(),
-        ),
-        ("AWS_REGION".into(), REGION.into()),
-        (
-            "AWS_ENDPOINT_URL".into(),
-            format!("http://127.0.0.1:{closed}"),
-        ),
-    ])
-}
-
 impl Ec2Bed {
     fn start(name: &str) -> anyhow::Result<Self> {
         let opts = OperatorOptions {
             rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
-            env: aws_env()?,
+            env: kraken_tests::moto::operator_env()?,
             // moto (and the tests' closed ports and delay proxies) on loopback; the operator
             // lends no credentials of its own.
             args: vec!["--aws-endpoint".into(), "http://127.0.0.1:*".into()],

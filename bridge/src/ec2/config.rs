@@ -158,9 +158,10 @@ async fn cleanup(
         )
         .await?;
         if !repeated {
-            let ev = crate::kit::events::event(false, reason::IN_USE, &message, "Delete");
-            ctx.metrics.api_write("events", "create");
-            ctx.events.send(ev, cfg.object_ref(&()));
+            ctx.event(
+                (false, reason::IN_USE, &message, "Delete"),
+                cfg.object_ref(&()),
+            );
         }
         return Ok(Action::requeue(lifecycle::WAIT_AGAIN));
     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -522,37 +522,8 @@ async fn write_values_secret(
             return Ok(false);
         }
     }
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(ns.to_owned()),
-            owner_references: owner.map(|o| vec![o]),
-            labels: Some(BTreeMap::from([(
-                "app.kubernetes.io/managed-by".to_owned(),
-                "kraken".to_owned(),
-            )])),
-            ..Default::default()
-        },
-        data: Some(data),
-        type_: Some("Opaque".into()),
-        ..Default::default()
-    };
-    hub.metrics.api_write("secrets", "apply");
-    match api
-        .patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(e) if ownership::is_refusal(&e) => Err(ownership::refusal(
-            &format!("Secret {name}"),
-            "another object",
-        )),
-        Err(e) => Err(e),
-    }
+    super::apply_owned_secret(&api, (&hub.metrics, MANAGER), (ns, name), owner, data).await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -197,9 +197,10 @@ async fn write_status(
         .is_none_or(|c| c.reason != update.reason || c.message != update.message);
     crate::kit::status::merge(api, &ex.metrics, "configexports", &ce.name_any(), &status).await?;
     if changed && update.reason != WAITING {
-        let ev =
-            crate::kit::events::event(!update.status, update.reason, &update.message, "Export");
-        ex.kit.events.send(ev, ce.object_ref(&()));
+        ex.kit.event(
+            (!update.status, update.reason, &update.message, "Export"),
+            ce.object_ref(&()),
+        );
     }
     Ok(())
 }

@@ -83,6 +83,48 @@ pub fn values_secret_name(request: &str) -> String {
     crate::kit::names::suffixed(request, "-values")
 }
 
+/// Writes the hub's Secret `name` (a request's values, a declaration's sensitive outputs),
+/// owned by `owner`, with `data`. Its controller owner makes the API server refuse the write
+/// when another object controls a Secret of this name: refused as `NotOwned`.
+pub(crate) async fn apply_owned_secret(
+    api: &kube::Api<k8s_openapi::api::core::v1::Secret>,
+    (metrics, manager): (&crate::kit::metrics::Metrics, &str),
+    (namespace, name): (&str, &str),
+    owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+    data: std::collections::BTreeMap<String, k8s_openapi::ByteString>,
+) -> Result<(), kube::Error> {
+    use crate::kit::ownership;
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            owner_references: owner.map(|o| vec![o]),
+            labels: Some(std::collections::BTreeMap::from([(
+                crate::core_kinds::MANAGED_BY_LABEL.to_owned(),
+                "kraken".to_owned(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(data),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    metrics.api_write("secrets", "apply");
+    let body = serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?;
+    let params = kube::api::PatchParams::apply(manager).force();
+    match api
+        .patch(name, &params, &kube::api::Patch::Apply(body))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if ownership::is_refusal(&e) => Err(ownership::refusal(
+            &format!("Secret {name}"),
+            "another object",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
 /// The Secret holding a StateDeclaration's sensitive outputs.
 pub fn outputs_secret_name(declaration: &str) -> String {
     crate::kit::names::suffixed(declaration, "-outputs")

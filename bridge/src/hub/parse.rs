@@ -16,10 +16,23 @@ fn declaration_of(
     name: &str,
     groups: Groups<'_>,
 ) -> Result<String, Failure> {
-    if let Some(v) = api_version.filter(|v| !v.is_empty()) {
-        return Ok(object_key(group_of(v), kind, name));
-    }
     let mut found = groups(kind);
+    if let Some(v) = api_version.filter(|v| !v.is_empty()) {
+        let group = group_of(v);
+        if found.iter().any(|g| g == group) {
+            return Ok(object_key(group, kind, name));
+        }
+        found.sort();
+        let served = if found.is_empty() {
+            "no installed provider has it".to_owned()
+        } else {
+            format!("it is served by {}", found.join(" and "))
+        };
+        return Err(Failure::new(
+            reason::NOT_FOUND,
+            format!("{kind} {name}: no kind {kind} in API group {group:?} ({v}); {served}"),
+        ));
+    }
     match found.len() {
         1 => Ok(object_key(&found.remove(0), kind, name)),
         0 => Err(Failure::new(
@@ -361,6 +374,16 @@ mod tests {
                 declaration: "uuid-u.fixture".into(),
                 path: "id".into()
             })]
+        );
+        // An apiVersion no running kind has says which do.
+        let wrong = parse(&uuid(Some("v1alpha1")), "team", &groups).expect_err("no such group");
+        assert_eq!(wrong.reason, reason::NOT_FOUND);
+        assert!(
+            wrong
+                .message
+                .contains("served by fixture.tf.kraken.dev and random.tf.kraken.dev"),
+            "{}",
+            wrong.message
         );
         let failure = parse_template("${resource:Uuid/u:id}", &groups).expect_err("ambiguous");
         assert_eq!(failure.reason, reason::AMBIGUOUS);

@@ -10,7 +10,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PostParams};
 use serde_json::{Value as Json, json};
 
 use super::consumer::drop_request;
@@ -222,39 +222,14 @@ impl Producer<'_> {
                 return Ok(());
             }
         }
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(secret_name.to_owned()),
-                namespace: Some(self.namespace.to_owned()),
-                owner_references: Some(vec![self.owner()]),
-                labels: Some(BTreeMap::from([(
-                    crate::core_kinds::MANAGED_BY_LABEL.to_owned(),
-                    "kraken".to_owned(),
-                )])),
-                ..Default::default()
-            },
-            data: Some(values),
-            type_: Some("Opaque".into()),
-            ..Default::default()
-        };
-        self.metrics.api_write("secrets", "apply");
-        // Its controller owner makes the server refuse the write when another object
-        // controls a Secret of this name.
-        match secrets
-            .patch(
-                secret_name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if ownership::is_refusal(&e) => Err(ownership::refusal(
-                &format!("Secret {secret_name}"),
-                "another object",
-            )),
-            Err(e) => Err(e),
-        }
+        super::apply_owned_secret(
+            &secrets,
+            (self.metrics, MANAGER),
+            (self.namespace, secret_name),
+            Some(self.owner()),
+            values,
+        )
+        .await
     }
 
     /// The consumers that still read this object's outputs (their DependencyRequests'

@@ -240,9 +240,8 @@ async fn write_status(
 }
 
 async fn event(p: &Provider, inst: &Installer, warning: bool, reason: &str, note: &str) {
-    let ev = crate::kit::events::event(warning, reason, note, "Install");
-    inst.ctx.metrics.api_write("events", "create");
-    inst.ctx.events.send(ev, p.object_ref(&()));
+    inst.ctx
+        .event((warning, reason, note, "Install"), p.object_ref(&()));
 }
 
 fn error_policy(p: Arc<Provider>, err: &kube::Error, _inst: Arc<Installer>) -> Action {

@@ -169,9 +169,10 @@ async fn cleanup(pc: &ProviderConfig, ctx: &Context, namespace: &str) -> Result<
                 .await?;
         }
         if !repeated {
-            let ev = crate::kit::events::event(false, reason::IN_USE, &message, "Delete");
-            ctx.metrics.api_write("events", "create");
-            ctx.events.send(ev, pc.object_ref(&()));
+            ctx.event(
+                (false, reason::IN_USE, &message, "Delete"),
+                pc.object_ref(&()),
+            );
         }
         return Ok(Action::requeue(lifecycle::WAIT_AGAIN));
     }

@@ -54,4 +54,16 @@ impl Kit {
             backoff: time::Backoff::default(),
         }
     }
+
+    /// Queues an Event about `regarding` (published in the background, see [`events`]) and
+    /// counts it as an API write.
+    pub fn event(
+        &self,
+        (warning, reason, note, action): (bool, &str, &str, &str),
+        regarding: k8s_openapi::api::core::v1::ObjectReference,
+    ) {
+        self.metrics.api_write("events", "create");
+        self.events
+            .send(events::event(warning, reason, note, action), regarding);
+    }
 }

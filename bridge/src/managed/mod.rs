@@ -146,7 +146,11 @@ fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
     m.creation_timestamp = None;
     m.generate_name = None;
     if let Some(a) = m.annotations.as_mut() {
-        a.retain(|k, _| k == PAUSED_ANNOTATION || k == APPROVE_PLAN_ANNOTATION);
+        a.retain(|k, _| {
+            k == PAUSED_ANNOTATION
+                || k == APPROVE_PLAN_ANNOTATION
+                || k == crate::hub::producer::PUBLISH_ANNOTATION
+        });
         if a.is_empty() {
             m.annotations = None;
         }
@@ -236,3 +240,42 @@ fn error_policy(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod trigger_tests {
+    use super::*;
+
+    fn meta(annotations: &[(&str, &str)]) -> PartialObjectMeta<DynamicObject> {
+        PartialObjectMeta {
+            types: None,
+            metadata: kube::api::ObjectMeta {
+                generation: Some(1),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            _phantom: std::marker::PhantomData,
+        }
+    }
+
+    /// What the cache keeps still tells the annotations that must wake a reconcile apart.
+    #[test]
+    fn the_pause_and_publish_annotations_survive_the_strip_and_wake_a_reconcile() {
+        let hash = |a: &[(&str, &str)]| {
+            let mut m = meta(a);
+            strip(&mut m);
+            trigger_hash(&m)
+        };
+        let plain = hash(&[("other", "x")]);
+        assert_eq!(plain, hash(&[]), "other annotations do not wake it");
+        assert_ne!(plain, hash(&[(PAUSED_ANNOTATION, "true")]));
+        assert_ne!(
+            plain,
+            hash(&[(crate::hub::producer::PUBLISH_ANNOTATION, "true")])
+        );
+    }
+}

@@ -350,9 +350,9 @@ impl<'a> Run<'a> {
 
     /// Queues an Event about the object (published in the background; see `events`).
     pub async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
-        let ev = crate::kit::events::event(warning, reason, &note.into(), "Reconcile");
-        self.count("events", "create");
         let reference = self.obj.object_ref(&self.k.kind.resource);
-        self.k.ctx.events.send(ev, reference);
+        self.k
+            .ctx
+            .event((warning, reason, &note.into(), "Reconcile"), reference);
     }
 }

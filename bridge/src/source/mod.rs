@@ -49,6 +49,10 @@ pub struct Source {
     field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
 }
 
+/// How many field maps [`Source`] keeps before dropping the unused ones: all of AWS is 1,616
+/// resource types, so two versions of it fit.
+const MAX_FIELD_MAPS: usize = 4096;
+
 impl Source {
     pub fn new(client: Client, pool: Arc<ProviderPool>, resolver: Resolver) -> Self {
         Self {
@@ -122,12 +126,18 @@ impl Source {
         }
     }
 
+    /// The field map of a (provider address, version, resource type), built once. Past
+    /// [`MAX_FIELD_MAPS`] the maps no reconcile holds are dropped (they are rebuilt from the
+    /// schema when needed): versions and Providers that are gone do not stay in memory.
     fn field_map(
         &self,
         key: (String, String, String),
         build: impl FnOnce() -> FieldMap,
     ) -> Arc<FieldMap> {
         let mut maps = self.field_maps.lock().unwrap_or_else(|e| e.into_inner());
+        if !maps.contains_key(&key) && maps.len() >= MAX_FIELD_MAPS {
+            maps.retain(|_, m| Arc::strong_count(m) > 1);
+        }
         maps.entry(key).or_insert_with(|| Arc::new(build())).clone()
     }
 }
@@ -537,5 +547,33 @@ mod verify_tests {
         assert!(err.contains("will not be launched"), "{err}");
         // Nothing recorded (installed before hashes were kept): nothing to compare.
         assert_eq!(source.verify(&resolved, &[]).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn field_maps_no_one_holds_are_dropped_past_the_bound() {
+        let pool = Arc::new(ProviderPool::new(PoolOptions {
+            max_concurrency_per_process: 1,
+            idle_timeout: Duration::from_secs(60),
+        }));
+        let source = Source::new(FakeApi::new().client(), pool, Resolver::new(Vec::new()));
+        let schema = kraken_codegen::schema::Schema::default();
+        let key = |i: usize| ("p".to_owned(), "1".to_owned(), format!("t{i}"));
+        let held = source.field_map(key(0), || FieldMap::for_resource("t0", &schema));
+        for i in 1..MAX_FIELD_MAPS {
+            source.field_map(key(i), || FieldMap::for_resource("t", &schema));
+        }
+        let count = || {
+            source
+                .field_maps
+                .lock()
+                .map(|m| m.len())
+                .unwrap_or_default()
+        };
+        assert_eq!(count(), MAX_FIELD_MAPS);
+        // One more: the unused ones go, the held one stays (the same map, not rebuilt).
+        source.field_map(key(MAX_FIELD_MAPS), || FieldMap::for_resource("t", &schema));
+        assert_eq!(count(), 2);
+        let again = source.field_map(key(0), || FieldMap::for_resource("t0", &schema));
+        assert!(Arc::ptr_eq(&held, &again));
     }
 }

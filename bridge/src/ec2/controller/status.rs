@@ -11,7 +11,6 @@ use super::super::plan::{Desired, Plan};
 use super::{Error, LABEL, Pass, SETTLE, reasons};
 use crate::core_kinds::ec2::{EC2InstanceSpec, LastPlan};
 use crate::kit::conditions::{self, READY, SYNCED, Set, reason};
-use crate::kit::events::event;
 
 impl Pass<'_> {
     /// Sets conditions; the status then speaks of the current generation.
@@ -67,9 +66,11 @@ impl Pass<'_> {
     }
 
     pub(super) async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
-        let ev = event(warning, reason, &note.into(), "Reconcile");
-        self.ctrl.ctx.metrics.api_write("events", "create");
-        self.ctrl.ctx.events.send(ev, self.obj.object_ref(&()));
+        let note = note.into();
+        self.ctrl.ctx.event(
+            (warning, reason, &note, "Reconcile"),
+            self.obj.object_ref(&()),
+        );
     }
 
     /// A failed pass: `Synced=False` with the error, `Ready` kept if the instances run, an

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::kit::fake_api::FakeApi;
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value as Json, json};
 
 const NS: &str = "team";

@@ -210,11 +210,15 @@ impl Operator {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// The last `n` lines of the log, for failure messages.
+    /// The operator's own last `n` log lines; the providers' relayed stderr is left out (at
+    /// debug level it drowns everything else).
     pub fn log_tail(&self, n: usize) -> String {
         match self.logs() {
             Ok(text) => {
-                let lines: Vec<&str> = text.lines().collect();
+                let lines: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !l.contains("provider::stdio"))
+                    .collect();
                 lines[lines.len().saturating_sub(n)..].join("\n")
             }
             Err(e) => format!("(no operator log: {e:#})"),

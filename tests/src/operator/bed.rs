@@ -284,11 +284,12 @@ impl FixtureBed {
                 }
                 Ok(v)
             }
-            Err(e) => Err(e.context(format!(
-                "test failed; operator log tail ({}):\n{}\n",
+            // The cause first: CI shows the start of a failure and cuts long output.
+            Err(e) => Err(anyhow::anyhow!(
+                "{e:#}\n\noperator log tail, without provider output ({}):\n{}\n\ncause again: {e:#}",
                 self.op.log_path().display(),
-                self.op.log_tail(80)
-            ))),
+                self.op.log_tail(60)
+            )),
         }
     }
 }

@@ -52,6 +52,10 @@ pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 pub const CREATE_ATTEMPT_ANNOTATION: &str = "kraken.dev/create-attempt";
 /// Approves the held plan whose `status.plan.id` is the value (see [`plan`]).
 pub const APPROVE_PLAN_ANNOTATION: &str = "kraken.dev/approve-plan";
+/// Who approved: written beside [`APPROVE_PLAN_ANNOTATION`], the approving user's name. The
+/// admission policy `kraken-plan-approval` (in the chart) admits it only when it is the name of
+/// the user making the request and that user may `approve` plans in the namespace.
+pub const APPROVED_BY_ANNOTATION: &str = "kraken.dev/approved-by";
 pub use crate::kit::FIELD_MANAGER;
 
 /// Everything the managed-resource reconciles share.

@@ -321,8 +321,13 @@ fn status_schema(ir: &KindIr) -> Json {
         properties.insert("plan".into(), plan_schema());
         properties.insert(
             "lastAppliedPlan".into(),
-            json!({"type": "object", "description": "The last plan applied after approval.",
-                   "properties": {"id": {"type": "string"}, "action": {"type": "string"}}}),
+            applied_plan_schema("The last plan applied after approval."),
+        );
+        properties.insert(
+            "planHistory".into(),
+            json!({"type": "array", "maxItems": 10,
+                   "description": "The plans applied after approval, newest first (at most 10).",
+                   "items": applied_plan_schema("A plan applied after approval.")}),
         );
         properties.insert(
             "dependencyRequest".into(),
@@ -341,6 +346,17 @@ fn status_schema(ir: &KindIr) -> Json {
     json!({"type": "object", "description": "The observed state.", "properties": properties})
 }
 
+/// A plan applied after approval, with who approved it.
+fn applied_plan_schema(description: &str) -> Json {
+    let text = |d: &str| json!({"type": "string", "description": d});
+    json!({"type": "object", "description": description, "properties": {
+        "id": text("The plan's id."),
+        "action": text("What it did: Create, Update, Replace or Delete."),
+        "approvedBy": text("Who approved it (the annotation kraken.dev/approved-by, which the admission policy kraken-plan-approval admits only as the approving user's own name; marked unverified when that policy is not installed)."),
+        "appliedAt": {"type": "string", "format": "date-time", "description": "When it was carried out."},
+    }})
+}
+
 /// `status.plan`: the change waiting for approval under `spec.planPolicy`.
 fn plan_schema() -> Json {
     let text = |d: &str| json!({"type": "string", "description": d});
@@ -351,6 +367,8 @@ fn plan_schema() -> Json {
         "properties": {
             "id": text("The plan's id: a digest, keyed with the operator's secret plan key, of the generation, the prior state, the resolved inputs, the provider and its ProviderConfig."),
             "action": {"type": "string", "enum": ["Create", "Update", "Replace", "Delete", "NoOp"]},
+            "reason": {"type": "string", "enum": ["PlanPending", "DriftPending", "DeletePending"],
+                       "description": "What waits: a change of the spec (PlanPending), putting back a change made outside Kraken (DriftPending), or destroying the external object of a deleted resource (DeletePending)."},
             "changes": {
                 "type": "array",
                 "maxItems": 16,

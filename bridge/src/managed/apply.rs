@@ -62,19 +62,40 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
         // A spec change held for approval was observed but not applied: not drift.
         spec_unchanged: run.status.get("observedGeneration").and_then(Json::as_i64)
             == run.generation()
-            && run.status.get("plan").is_none(),
+            && held_reason(run).is_none_or(|r| r == hold::DRIFT_PENDING),
     };
     let act = decide::act(plan.action, facts);
-    let gated = hold::gate(run, &t, spec.plan_policy, &plan, act);
+    let gated = hold::gate(run, &t, &plan, |ok| decide::gate(spec.plan_policy, act, ok));
     if gated.gate == Gate::Hold {
-        hold::hold(run, &t, &plan, observed, &gated).await?;
+        let Observed {
+            state,
+            private,
+            completed,
+            mut saved,
+            ..
+        } = observed;
+        saved
+            .write_if_changed(run, &t, &state, &private, completed)
+            .await?;
+        hold::hold(run, &t, &plan, &state, &gated, hold::Held::of(act)).await?;
     } else {
+        let approver = hold::approved(run, &gated, &plan).await;
         carry_out(run, &t, &plan, &config, observed, act).await?;
-        hold::went_ahead(run, &gated, &plan);
+        hold::went_ahead(run, &gated, &plan, approver).await;
     }
     publish(run, &t).await?;
     run.flush_status().await?;
     Ok(spec.drift_action())
+}
+
+/// The reason the plan pending (`status.plan`) waits under, if one does.
+fn held_reason<'a>(run: &'a Run<'_>) -> Option<&'a str> {
+    let plan = run.status.get("plan").filter(|p| !p.is_null())?;
+    Some(
+        plan.get("reason")
+            .and_then(Json::as_str)
+            .unwrap_or(hold::PLAN_PENDING),
+    )
 }
 
 /// The resource's configuration value: `spec.forProvider` with the values of `spec.valuesFrom`

@@ -1,14 +1,18 @@
 //! Step: a deleted object — wait while others read its outputs, then destroy the external
-//! object (or orphan it), drop the state and the hub objects, and release the finalizer.
+//! object (or orphan it), drop the state and the hub objects, and release the finalizer. Under
+//! `planPolicy: Manual` or `ManualForDestructive` the destroy is planned and held until that
+//! plan is approved ([`hold`]), like any other change; `kraken.dev/force-delete` does not skip
+//! the hold (it only skips waiting for readers).
 
 use kube::runtime::controller::Action;
 
-use super::decide::{self, OnDelete};
+use super::decide::{self, Gate, OnDelete};
 use super::error::Result;
+use super::hold::{self, Held};
 use super::observe::recover;
 use super::report::condition;
-use super::spec::ManagedSpec;
-use super::target::{Saved, Target, destroy_object, fail_on_errors};
+use super::spec::{ManagedSpec, PlanPolicy};
+use super::target::{Saved, Target, apply_plan, fail_on_errors};
 use super::write::Run;
 use super::{CREATE_ATTEMPT_ANNOTATION, deps};
 use crate::kit::conditions::{READY, Set};
@@ -28,7 +32,12 @@ pub(super) async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Act
     match step {
         OnDelete::Wait => return wait_for_readers(run, &readers).await,
         OnDelete::Orphan => {}
-        OnDelete::Destroy => destroy(run, spec).await?,
+        OnDelete::Destroy => {
+            if destroy(run, spec).await? == Destroyed::Held {
+                run.flush_status().await?;
+                return Ok(Action::await_change());
+            }
+        }
     }
     run.delete_state().await?;
     deps::retire(run).await?;
@@ -71,9 +80,16 @@ async fn wait_for_readers(run: &mut Run<'_>, readers: &[String]) -> Result<Actio
     Ok(Action::requeue(std::time::Duration::from_secs(2)))
 }
 
+/// Whether the external object is gone (or never existed), or its destroy waits for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Destroyed {
+    Done,
+    Held,
+}
+
 /// Destroys the external object: the one the stored state names, or the one an interrupted
 /// create made; nothing when neither exists.
-async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
+async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
     let p = ctx
@@ -93,7 +109,7 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
     let (mut state, mut private) = (restored.state, restored.private);
     if state.is_null() {
         let Some(attempt) = unresolved else {
-            return Ok(());
+            return Ok(Destroyed::Done);
         };
         // The configuration is only needed for the name to recover by; without it, recovery
         // falls back to importId.
@@ -110,33 +126,50 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<()> {
             .unwrap_or(Value::Null);
         match recover(&t, spec, &config, &attempt).await? {
             Some(found) => (state, private) = (found.new_state, found.private),
-            None => return Ok(()),
+            None => return Ok(Destroyed::Done),
         }
     }
-    destroy_state(run, &t, &state, &private, completed).await
+    destroy_state(run, &t, spec.plan_policy, (&state, &private), completed).await
 }
 
-/// Reads the object `state` describes and, if it still exists, plans and applies its destroy;
-/// what a failed destroy leaves is stored so a retry destroys it.
+/// Reads the object `state` describes and, if it still exists, plans its destroy, and applies
+/// it unless `policy` holds it for approval; what a failed destroy leaves is stored so a retry
+/// destroys it.
 async fn destroy_state(
     run: &mut Run<'_>,
     t: &Target<'_>,
-    state: &Value,
-    private: &[u8],
+    policy: PlanPolicy,
+    (state, private): (&Value, &[u8]),
     completed: Option<String>,
-) -> Result<()> {
+) -> Result<Destroyed> {
     let read = lifecycle::read(t.host(), t.type_name, state, private)
         .await
         .map_err(|e| t.lifecycle_err("read", e))?;
     if read.new_state.is_null() {
-        return Ok(());
+        return Ok(Destroyed::Done);
     }
-    let applied = destroy_object(run, t, &read.new_state, &read.private).await?;
+    let plan = lifecycle::plan(
+        t.host(),
+        t.type_name,
+        &read.new_state,
+        &read.private,
+        &Value::Null,
+    )
+    .await
+    .map_err(|e| t.lifecycle_err("plan destroy", e))?;
+    let gated = hold::gate(run, t, &plan, |ok| decide::gate_delete(policy, ok));
+    if gated.gate == Gate::Hold {
+        hold::hold(run, t, &plan, &read.new_state, &gated, Held::Delete).await?;
+        return Ok(Destroyed::Held);
+    }
+    let approver = hold::approved(run, &gated, &plan).await;
+    let applied = apply_plan(run, t, &plan).await?;
     if !applied.new_state.is_null() || applied.diagnostics.has_errors() {
         Saved::default()
             .write(run, t, &applied.new_state, &applied.private, completed)
             .await?;
         fail_on_errors(run, t, &applied).await?;
     }
-    Ok(())
+    hold::went_ahead(run, &gated, &plan, approver).await;
+    Ok(Destroyed::Done)
 }

@@ -116,6 +116,16 @@ pub fn gate(policy: PlanPolicy, act: Act, approved: bool) -> Gate {
     }
 }
 
+/// The gate for destroying the external object of a deleted resource: `Manual` and
+/// `ManualForDestructive` hold it until its plan is approved.
+pub fn gate_delete(policy: PlanPolicy, approved: bool) -> Gate {
+    match (policy, approved) {
+        (PlanPolicy::Auto, _) => Gate::Go,
+        (_, true) => Gate::Approved,
+        (_, false) => Gate::Hold,
+    }
+}
+
 /// What a deletion does once the finalizer is still on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnDelete {
@@ -306,6 +316,16 @@ mod tests {
         for (name, policy, act, approved, want) in cases {
             assert_eq!(gate(policy, act, approved), want, "{name}");
         }
+    }
+
+    #[test]
+    fn delete_gates() {
+        use PlanPolicy::{Auto, Manual, ManualForDestructive as Destructive};
+        assert_eq!(gate_delete(Auto, false), Gate::Go);
+        assert_eq!(gate_delete(Manual, false), Gate::Hold);
+        assert_eq!(gate_delete(Destructive, false), Gate::Hold);
+        assert_eq!(gate_delete(Manual, true), Gate::Approved);
+        assert_eq!(gate_delete(Destructive, true), Gate::Approved);
     }
 
     #[test]

@@ -1,27 +1,73 @@
 //! Step: the gate `spec.planPolicy` puts before a change — identify the plan just made
 //! ([`plan::Basis`]), compare it with the approval annotation, and either let the change go
 //! ahead or hold it: nothing applied, `status.plan` showing what would change, `Ready` still
-//! describing the live object, `Synced=False` with reason `PlanPending`, and an Event when the
-//! plan pending (or the staleness of an approval) is new.
+//! describing the live object, `Synced=False` with a reason saying what waits (a change,
+//! drift to put back, or a delete), and an Event when the plan pending (or the staleness of an
+//! approval) is new. A change approved and carried out is recorded with who approved it
+//! (`status.lastAppliedPlan`, `status.planHistory`) and announced in Events.
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+use kube::Api;
 use serde_json::{Value as Json, json};
 
-use super::APPROVE_PLAN_ANNOTATION;
-use super::decide::{self, Act, Gate};
+use super::decide::{Act, Gate};
 use super::error::Result;
-use super::observe::Observed;
 use super::plan::{self, Basis};
 use super::report::condition;
-use super::spec::PlanPolicy;
-use super::target::Target;
+use super::target::{Target, plan_paths};
 use super::write::Run;
+use super::{APPROVE_PLAN_ANNOTATION, APPROVED_BY_ANNOTATION};
 use crate::kit::conditions::{READY, SYNCED, Set, reason};
 use crate::provider::lifecycle::Plan;
+use crate::value::Value;
 
-/// `Synced=False` reason while a change waits for approval of its plan.
+/// `Synced=False` reason while a change of the spec waits for approval of its plan.
 pub const PLAN_PENDING: &str = "PlanPending";
+/// `Synced=False` reason while putting back a change made outside Kraken waits for approval.
+pub const DRIFT_PENDING: &str = "DriftPending";
+/// `Synced=False` reason while the destroy of a deleted object waits for approval.
+pub const DELETE_PENDING: &str = "DeletePending";
 /// Event reason when an approval names a plan that is no longer the one planned.
 pub const PLAN_STALE: &str = "PlanStale";
+/// Event reason when an approved plan is about to be carried out, naming who approved it.
+pub const PLAN_APPROVED: &str = "PlanApproved";
+/// Event reason when an approved plan was carried out, naming who approved it.
+pub const PLAN_APPLIED: &str = "PlanApplied";
+/// How many applied plans `status.planHistory` keeps, newest first.
+pub const HISTORY: usize = 10;
+/// The admission policy (and its binding, same name) that makes `kraken.dev/approved-by`
+/// trustworthy: it admits the annotation only as the requesting user's own name, from a user
+/// allowed to `approve` plans in the namespace.
+pub const APPROVAL_POLICY: &str = "kraken-plan-approval";
+
+/// What a held plan would do, which names the reason it waits under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The spec changed (or the object is new).
+    Change,
+    /// The object changed outside Kraken; the plan puts it back.
+    Drift,
+    /// The object was deleted; the plan destroys the external object.
+    Delete,
+}
+
+impl Held {
+    /// What a held step of a live object's pass is.
+    pub fn of(act: Act) -> Self {
+        match act {
+            Act::Update { drift: true } | Act::Create { recreate: true } => Self::Drift,
+            _ => Self::Change,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Change => PLAN_PENDING,
+            Self::Drift => DRIFT_PENDING,
+            Self::Delete => DELETE_PENDING,
+        }
+    }
+}
 
 /// The plan just made, identified, and what the gate decided about it.
 pub(super) struct Gated {
@@ -32,13 +78,13 @@ pub(super) struct Gated {
     approval: Option<String>,
 }
 
-/// Identifies `plan` and decides whether step `act` goes ahead under `policy`.
+/// Identifies `plan` and asks `decide` (given whether the approval annotation names this very
+/// plan) whether it goes ahead.
 pub(super) fn gate(
     run: &Run<'_>,
     t: &Target<'_>,
-    policy: PlanPolicy,
     plan: &Plan,
-    act: Act,
+    decide: impl FnOnce(bool) -> Gate,
 ) -> Gated {
     let generation = run.generation().unwrap_or_default();
     let basis = Basis::of(
@@ -57,7 +103,7 @@ pub(super) fn gate(
         .annotation(APPROVE_PLAN_ANNOTATION)
         .filter(|a| Some(*a) != spent)
         .map(str::to_owned);
-    let gate = decide::gate(policy, act, approval.as_deref() == Some(id.as_str()));
+    let gate = decide(approval.as_deref() == Some(id.as_str()));
     Gated {
         gate,
         id,
@@ -66,36 +112,80 @@ pub(super) fn gate(
     }
 }
 
-/// After a change went ahead: no plan is pending; an approved one is recorded as applied, so
-/// its annotation is not mistaken later for a stale approval.
-pub(super) fn went_ahead(run: &mut Run<'_>, gated: &Gated, plan: &Plan) {
-    run.set_status_field("plan", Json::Null);
-    if gated.gate == Gate::Approved {
-        let applied = json!({"id": gated.id, "action": plan.action.to_string()});
-        run.set_status_field("lastAppliedPlan", applied);
+/// Who approved, as `kraken.dev/approved-by` says; marked unverified unless the admission
+/// policy that vouches for it is bound in the cluster (looked up per approval: approvals are
+/// rare, and the policy may be installed after the operator started).
+async fn approver(run: &Run<'_>) -> String {
+    let named = run
+        .annotation(APPROVED_BY_ANNOTATION)
+        .filter(|s| !s.is_empty());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(run.k.ctx.client.clone());
+    let enforced = matches!(bindings.get_opt(APPROVAL_POLICY).await, Ok(Some(_)));
+    match (named, enforced) {
+        (Some(user), true) => user.to_owned(),
+        (Some(user), false) => {
+            format!("{user} (unverified: the admission policy {APPROVAL_POLICY} is not installed)")
+        }
+        (None, _) => format!("an unnamed user (no {APPROVED_BY_ANNOTATION} annotation)"),
     }
 }
 
-/// Holds the change: persists the refreshed state, shows the plan and the live object, and
-/// says what waits (and why an approval given is stale).
+/// Before an approved plan is carried out: an Event naming who approved it. Returns the
+/// approver, for [`went_ahead`].
+pub(super) async fn approved(run: &Run<'_>, gated: &Gated, plan: &Plan) -> Option<String> {
+    if gated.gate != Gate::Approved {
+        return None;
+    }
+    let who = approver(run).await;
+    let note = format!(
+        "plan {} ({}) approved by {who}: carrying it out",
+        gated.id, plan.action
+    );
+    run.event(false, PLAN_APPROVED, note).await;
+    Some(who)
+}
+
+/// After a change went ahead: no plan is pending; an approved one is recorded as applied (so
+/// its annotation is not mistaken later for a stale approval) with who approved it, in
+/// `status.lastAppliedPlan` and the bounded `status.planHistory`, and announced.
+pub(super) async fn went_ahead(
+    run: &mut Run<'_>,
+    gated: &Gated,
+    plan: &Plan,
+    approver: Option<String>,
+) {
+    run.set_status_field("plan", Json::Null);
+    let Some(who) = approver else {
+        return;
+    };
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let applied = json!({"id": gated.id, "action": plan.action.to_string(),
+                         "approvedBy": who, "appliedAt": now});
+    let mut history = vec![applied.clone()];
+    if let Some(Json::Array(old)) = run.status.get("planHistory") {
+        history.extend(old.iter().take(HISTORY - 1).cloned());
+    }
+    run.set_status_field("lastAppliedPlan", applied);
+    run.set_status_field("planHistory", Json::Array(history));
+    let note = format!(
+        "applied plan {} ({}), approved by {who}",
+        gated.id, plan.action
+    );
+    run.event(false, PLAN_APPLIED, note).await;
+}
+
+/// Holds the change: shows the plan and the live object `state`, and says what waits (and why
+/// an approval given is stale).
 pub(super) async fn hold(
     run: &mut Run<'_>,
     t: &Target<'_>,
     plan: &Plan,
-    observed: Observed,
+    state: &Value,
     gated: &Gated,
+    held: Held,
 ) -> Result<()> {
-    let Observed {
-        state,
-        private,
-        completed,
-        mut saved,
-        ..
-    } = observed;
-    saved
-        .write_if_changed(run, t, &state, &private, completed)
-        .await?;
-    let (view, stale) = plan_view(run, t, plan, gated)?;
+    let (mut view, stale) = plan_view(run, t, plan, gated)?;
+    view["reason"] = json!(held.reason());
     run.set_status_field("plan", view);
     let mut updates = Vec::new();
     if state.is_null() {
@@ -105,20 +195,33 @@ pub(super) async fn hold(
         );
         updates.push(Set::new(READY, false, reason::CREATING, note));
     } else {
-        super::deps::show_live(run, t.fields(), &state);
+        super::deps::show_live(run, t.fields(), state);
         updates.push(Set::new(READY, true, reason::AVAILABLE, ""));
     }
-    let message = pending_message(plan, &gated.id, stale.as_deref());
+    let what = match held {
+        Held::Change => String::new(),
+        Held::Drift => format!(
+            "changed outside Kraken ({}); ",
+            plan_paths(plan, t.fields()).join(", ")
+        ),
+        Held::Delete => "deleted: destroying the external object waits for approval \
+            (kraken.dev/force-delete does not skip it); "
+            .to_owned(),
+    };
+    let message = format!(
+        "{what}{}",
+        pending_message(plan, &gated.id, stale.as_deref())
+    );
     let before = condition(&run.status, SYNCED);
-    updates.push(Set::new(SYNCED, false, PLAN_PENDING, message.clone()));
+    updates.push(Set::new(SYNCED, false, held.reason(), message.clone()));
     run.set_conditions(&updates);
     let repeated =
-        before.is_some_and(|(s, r, m)| s == "False" && r == PLAN_PENDING && m == message);
+        before.is_some_and(|(s, r, m)| s == "False" && r == held.reason() && m == message);
     if !repeated {
         let r = if stale.is_some() {
             PLAN_STALE
         } else {
-            PLAN_PENDING
+            held.reason()
         };
         run.event(stale.is_some(), r, message).await;
     }

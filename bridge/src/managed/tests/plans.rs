@@ -29,7 +29,8 @@ fn synced_message(env: &Env, name: &str) -> String {
 
 impl Env {
     async fn approve(&self, name: &str, id: &str) -> anyhow::Result<()> {
-        let patch = json!({"metadata": {"annotations": {APPROVE_PLAN_ANNOTATION: id}}});
+        let patch = json!({"metadata": {"annotations": {APPROVE_PLAN_ANNOTATION: id,
+                                                        APPROVED_BY_ANNOTATION: "alice"}}});
         self.things()
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
@@ -101,7 +102,16 @@ async fn manual_holds_a_create_until_its_exact_plan_is_approved() -> anyhow::Res
     let obj = env.object("a").unwrap_or_default();
     assert!(obj["status"].get("plan").is_none(), "no plan pending");
     assert_eq!(obj["status"]["lastAppliedPlan"]["id"], id.as_str());
-    assert_eq!(env.events().await, ["PlanPending", "PlanStale", "Created"]);
+    assert_eq!(
+        env.events().await,
+        [
+            "PlanPending",
+            "PlanStale",
+            "PlanApproved",
+            "Created",
+            "PlanApplied"
+        ]
+    );
     Ok(())
 }
 
@@ -131,7 +141,17 @@ async fn a_held_update_keeps_ready_describing_the_live_object() -> anyhow::Resul
     assert_eq!(env.plugin.updates(), 1);
     assert_eq!(env.condition("a", "Synced"), no("PlanPending"));
     let events = env.events().await;
-    assert_eq!(events, ["Created", "PlanPending", "Updated", "PlanPending"]);
+    assert_eq!(
+        events,
+        [
+            "Created",
+            "PlanPending",
+            "PlanApproved",
+            "Updated",
+            "PlanApplied",
+            "PlanPending"
+        ]
+    );
     Ok(())
 }
 
@@ -237,5 +257,134 @@ fn an_approval_wakes_the_controller() -> anyhow::Result<()> {
     let none = trigger_hash(&meta(json!({"other": "x"}))?);
     let approved = trigger_hash(&meta(json!({APPROVE_PLAN_ANNOTATION: "abc"}))?);
     assert_ne!(none, approved);
+    Ok(())
+}
+
+#[tokio::test]
+async fn drift_under_manual_is_held_as_drift_pending_not_reverted() -> anyhow::Result<()> {
+    let env = Env::new();
+    let mut spec = thing("a");
+    spec["planPolicy"] = json!("Manual");
+    env.create("a", spec);
+    env.pass("a").await?;
+    env.approve("a", &plan_id(&env, "a")).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.creates(), 1);
+    let mut changed = env.plugin.objects()["a"].clone();
+    if let Value::Object(m) = &mut changed {
+        m.insert("description".into(), Value::string("edited by hand"));
+    }
+    env.plugin.put("a", Some(changed));
+    env.pass("a").await?;
+    assert_eq!(
+        env.plugin.updates(),
+        0,
+        "drift was reverted without approval"
+    );
+    assert_eq!(env.condition("a", "Synced"), no("DriftPending"));
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    let message = synced_message(&env, "a");
+    assert!(
+        message.contains("changed outside Kraken (spec.forProvider.description)"),
+        "{message}"
+    );
+    assert_eq!(pending(&env, "a")["reason"], "DriftPending");
+    // Still drift on the next pass (the pending plan is not mistaken for a spec change).
+    env.pass("a").await?;
+    assert_eq!(env.condition("a", "Synced"), no("DriftPending"));
+    env.approve("a", &plan_id(&env, "a")).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.updates(), 1);
+    assert_eq!(env.condition("a", "Synced"), yes("ReconcileSuccess"));
+    let history = env.object("a").unwrap_or_default()["status"]["planHistory"].clone();
+    assert_eq!(history.as_array().map(Vec::len), Some(2), "{history}");
+    assert_eq!(history[0]["action"], "Update");
+    assert_eq!(history[1]["action"], "Create");
+    let events = env.events().await;
+    assert_eq!(
+        events[events.len() - 4..],
+        [
+            "DriftPending",
+            "PlanApproved",
+            "DriftCorrected",
+            "PlanApplied"
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_delete_waits_for_approval_and_force_delete_does_not_skip_it() -> anyhow::Result<()> {
+    let env = Env::new();
+    let mut spec = thing("a");
+    spec["planPolicy"] = json!("ManualForDestructive");
+    created(&env, "a", spec).await?;
+    env.delete("a").await?;
+    let force = json!({"metadata": {"annotations": {"kraken.dev/force-delete": "true"}}});
+    env.things()
+        .patch("a", &PatchParams::default(), &Patch::Merge(force))
+        .await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.deletes(), 0, "destroyed without approval");
+    assert!(env.object("a").is_some(), "the finalizer was released");
+    assert_eq!(env.condition("a", "Synced"), no("DeletePending"));
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    let plan = pending(&env, "a");
+    assert_eq!(
+        (plan["action"].as_str(), plan["reason"].as_str()),
+        (Some("Delete"), Some("DeletePending"))
+    );
+    let id = plan_id(&env, "a");
+    env.approve("a", &id).await?;
+    env.pass("a").await?;
+    assert_eq!(env.plugin.deletes(), 1);
+    assert!(
+        env.object("a").is_none(),
+        "finalizer released after the approved destroy"
+    );
+    let events = env.events().await;
+    assert_eq!(
+        events,
+        [
+            "Created",
+            "DeletePending",
+            "PlanApproved",
+            "PlanApplied",
+            "Deleted"
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn history_keeps_the_last_ten_applied_plans_and_names_the_approver() -> anyhow::Result<()> {
+    let env = Env::new();
+    env.create("a", manual("a"));
+    for i in 0..12 {
+        if i > 0 {
+            env.edit(
+                "a",
+                json!({"forProvider": {"description": format!("v{i}")}}),
+            )
+            .await?;
+        }
+        env.pass("a").await?;
+        env.approve("a", &plan_id(&env, "a")).await?;
+        env.pass("a").await?;
+    }
+    let status = env.object("a").unwrap_or_default()["status"].clone();
+    let history = status["planHistory"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(history.len(), hold::HISTORY);
+    assert_eq!(history[0], status["lastAppliedPlan"]);
+    assert_eq!(env.plugin.updates(), 11);
+    // Without the admission policy bound, the name is reported but marked unverified.
+    let who = history[0]["approvedBy"].as_str().unwrap_or_default();
+    assert!(
+        who.starts_with("alice (unverified: the admission policy kraken-plan-approval"),
+        "{who}"
+    );
     Ok(())
 }

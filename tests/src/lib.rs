@@ -703,6 +703,25 @@ impl Drop for ControlPlane {
     }
 }
 
+/// `helm template kraken charts/kraken --namespace kraken-system ARGS...` with the real helm:
+/// the chart as it would be installed (`--set k=v`, `--show-only templates/F.yaml`).
+pub fn helm_template(args: &[&str]) -> anyhow::Result<String> {
+    let env = TestEnv::load()?;
+    let out = Command::new(env.path("KRAKEN_TEST_HELM")?)
+        .args(["template", "kraken", "--namespace", "kraken-system"])
+        .arg(repo_root().join("charts/kraken"))
+        .args(args)
+        .output()
+        .context("failed to run helm")?;
+    if !out.status.success() {
+        bail!(
+            "helm template failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
 /// A process's resident set size (VmRSS), in bytes.
 pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

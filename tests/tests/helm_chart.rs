@@ -2,26 +2,12 @@
 //! kube-apiserver (server-side dry run), with default values and with persistence and a mirror.
 //! Every flag the chart passes to `kraken operator` must be one the binary knows.
 
-use anyhow::{Context as _, bail, ensure};
-use kraken_tests::{ControlPlane, TestEnv, kraken_bin, repo_root};
+use anyhow::ensure;
+use kraken_tests::{ControlPlane, kraken_bin, repo_root};
 
 fn helm_template(sets: &[&str]) -> anyhow::Result<String> {
-    let env = TestEnv::load()?;
-    let helm = env.path("KRAKEN_TEST_HELM")?;
-    let mut cmd = std::process::Command::new(helm);
-    cmd.args(["template", "kraken", "--namespace", "kraken-system"])
-        .arg(repo_root().join("charts/kraken"));
-    for s in sets {
-        cmd.args(["--set", s]);
-    }
-    let out = cmd.output().context("failed to run helm")?;
-    if !out.status.success() {
-        bail!(
-            "helm template failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8(out.stdout)?)
+    let args: Vec<&str> = sets.iter().flat_map(|s| ["--set", *s]).collect();
+    kraken_tests::helm_template(&args)
 }
 
 #[test]

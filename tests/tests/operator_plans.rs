@@ -163,3 +163,205 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     ensure!(obj["status"]["lastAppliedPlan"]["id"] == fresh.as_str());
     Ok(())
 }
+
+/// The chart's admission policy `kraken-plan-approval` and the ClusterRole
+/// `kraken-plan-approver`, as `helm template` renders them; `editors` may edit Objects in the
+/// namespace and `approvers` may also approve their plans.
+fn install_approval_policy(
+    bed: &FixtureBed,
+    editors: &[&str],
+    approvers: &[&str],
+) -> anyhow::Result<()> {
+    let policy = kraken_tests::helm_template(&["--show-only", "templates/plan-approval.yaml"])?;
+    bed.apply(&policy)?;
+    let subjects = |users: &[&str]| -> Value {
+        users
+            .iter()
+            .map(|u| json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u}))
+            .collect()
+    };
+    let group = OBJECT_API_VERSION.split('/').next().unwrap_or_default();
+    let rbac = [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "object-editor", "namespace": bed.ns},
+               "rules": [{"apiGroups": [group], "resources": ["objects"],
+                          "verbs": ["get", "list", "watch", "patch", "update", "delete"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "object-editors", "namespace": bed.ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": "object-editor"},
+               "subjects": subjects(editors)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "plan-approvers", "namespace": bed.ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "kraken-plan-approver"},
+               "subjects": subjects(approvers)}),
+    ];
+    bed.apply(&kraken_tests::operator::bed::yaml_documents(&rbac))?;
+    Ok(())
+}
+
+/// `kubectl --as=USER annotate` the approval of plan `id` naming `approved_by`; the error
+/// message when admission refuses it.
+fn approve_as(bed: &FixtureBed, user: &str, id: &str, approved_by: &str) -> Result<(), String> {
+    let (plan, by) = (
+        format!("{APPROVE}={id}"),
+        format!("kraken.dev/approved-by={approved_by}"),
+    );
+    let as_user = format!("--as={user}");
+    let args = [
+        as_user.as_str(),
+        "annotate",
+        OBJECTS,
+        "web",
+        "-n",
+        &bed.ns,
+        "--overwrite",
+        &plan,
+        &by,
+    ];
+    match bed.cp.kubectl_output(&args) {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// Waits for a pending plan held for `reason`; returns the object.
+fn held(bed: &FixtureBed, reason: &str) -> anyhow::Result<Value> {
+    kraken_tests::wait_for(CONVERGE, &format!("a plan held as {reason}"), || {
+        let obj = bed.object("web")?;
+        let synced = condition(&obj, "Synced");
+        if obj["status"]["plan"]["reason"] == reason
+            && synced.as_ref().is_some_and(|(_, r, _)| r == reason)
+        {
+            return Ok(Some(obj));
+        }
+        anyhow::bail!("{}; plan {}", describe(&obj), obj["status"]["plan"])
+    })
+}
+
+#[test]
+fn approvals_need_approve_rights_and_name_the_approver() -> anyhow::Result<()> {
+    let mut bed = FixtureBed::start("approvers", OperatorOptions::default())?;
+    let result = approvers(&mut bed);
+    bed.finish(result)
+}
+
+fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
+    install_approval_policy(bed, &["alice", "mallory"], &["alice"])?;
+    let manifest = json!({
+        "apiVersion": OBJECT_API_VERSION, "kind": OBJECT_KIND,
+        "metadata": {"name": "web", "namespace": bed.ns},
+        "spec": {"planPolicy": "Manual", "driftInterval": "2s",
+                 "forProvider": {"name": "web", "size": 1}},
+    });
+    bed.apply(&manifest.to_string())?;
+    let id = plan_id(&pending(bed, "Create")?)?;
+
+    // A user may only name themself: refused once the policy is in force (it takes a moment
+    // to reach the API server's admission).
+    let forged =
+        kraken_tests::wait_for(
+            CONVERGE,
+            "the approval policy in force",
+            || match approve_as(bed, "alice", &id, "bob") {
+                Err(message) => Ok(Some(message)),
+                Ok(()) => anyhow::bail!("alice could approve in bob's name"),
+            },
+        )?;
+    ensure!(forged.contains("your own user name (alice)"), "{forged}");
+    // Editing the object is not enough to approve its plan.
+    let refused = approve_as(bed, "mallory", &id, "mallory")
+        .err()
+        .unwrap_or_default();
+    ensure!(
+        refused.contains("mallory may not approve plans in namespace"),
+        "mallory approved: {refused}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    ensure!(
+        ops(bed)?.is_empty(),
+        "applied without approval: {:?}",
+        ops(bed)?
+    );
+
+    approve_as(bed, "alice", &id, "alice").map_err(anyhow::Error::msg)?;
+    let obj = bed.wait_reconciled("web", CONVERGE)?;
+    ensure!(ops(bed)? == ["create web"], "{:?}", ops(bed)?);
+    let applied = bed.wait_event("web", "PlanApplied", CONVERGE)?;
+    ensure!(
+        applied.contains(&format!("applied plan {id} (Create), approved by alice")),
+        "{applied}"
+    );
+    ensure!(
+        obj["status"]["lastAppliedPlan"]["approvedBy"] == "alice",
+        "{}",
+        obj["status"]
+    );
+
+    // Drift is held, not reverted, and names what drifted.
+    let external = obj["status"]["externalId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ledger::edit_object(bed.ledger_dir(), &external, |o| o["size"] = json!(9))?;
+    let obj = held(bed, "DriftPending")?;
+    let (_, _, message) = condition(&obj, "Synced").unwrap_or_default();
+    ensure!(
+        message.contains("changed outside Kraken (spec.forProvider.size"),
+        "{message}"
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    ensure!(
+        ops(bed)? == ["create web"],
+        "drift reverted unapproved: {:?}",
+        ops(bed)?
+    );
+    let drift = plan_id(&bed.object("web")?)?;
+    approve_as(bed, "alice", &drift, "alice").map_err(anyhow::Error::msg)?;
+    kraken_tests::wait_for(CONVERGE, "the drift put back", || {
+        let ops = ops(bed)?;
+        if ops == ["create web", "update web"] {
+            return Ok(Some(()));
+        }
+        anyhow::bail!("{ops:?}")
+    })?;
+
+    // A delete waits for its own approval; force-delete does not skip it.
+    bed.cp
+        .kubectl(&["delete", OBJECTS, "web", "-n", &bed.ns, "--wait=false"])?;
+    bed.cp.kubectl(&[
+        "annotate",
+        OBJECTS,
+        "web",
+        "-n",
+        &bed.ns,
+        "kraken.dev/force-delete=true",
+    ])?;
+    let obj = held(bed, "DeletePending")?;
+    ensure!(
+        obj["status"]["plan"]["action"] == "Delete",
+        "{}",
+        obj["status"]["plan"]
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    ensure!(
+        bed.object_opt("web")?.is_some(),
+        "the finalizer was released unapproved"
+    );
+    ensure!(
+        ops(bed)?.len() == 2,
+        "destroyed unapproved: {:?}",
+        ops(bed)?
+    );
+    let delete = plan_id(&obj)?;
+    approve_as(bed, "alice", &delete, "alice").map_err(anyhow::Error::msg)?;
+    bed.wait_gone("web", CONVERGE)?;
+    ensure!(
+        ops(bed)? == ["create web", "update web", "delete web"],
+        "{:?}",
+        ops(bed)?
+    );
+    Ok(())
+}

@@ -210,7 +210,7 @@ pub(super) async fn hold(
     };
     let message = format!(
         "{what}{}",
-        pending_message(plan, &gated.id, stale.as_deref())
+        pending_message(run, plan, &gated.id, stale.as_deref())
     );
     let before = condition(&run.status, SYNCED);
     updates.push(Set::new(SYNCED, false, held.reason(), message.clone()));
@@ -280,10 +280,18 @@ fn staleness(approved: &str, previous: Option<&Json>, now: &Basis) -> String {
     }
 }
 
-fn pending_message(plan: &Plan, id: &str, stale: Option<&str>) -> String {
+fn pending_message(run: &Run<'_>, plan: &Plan, id: &str, stale: Option<&str>) -> String {
+    let r = &run.k.kind.resource;
+    let object = format!(
+        "{}.{}/{}",
+        r.plural,
+        r.group,
+        run.obj.metadata.name.as_deref().unwrap_or_default()
+    );
     let waits = format!(
-        "plan {id} ({}) waits for approval: annotate {APPROVE_PLAN_ANNOTATION}={id} to apply it \
-         (kubectl get -o jsonpath='{{.status.plan}}' shows the changes)",
+        "plan {id} ({}) waits for approval: `kubectl kraken show-plan {object}` shows it, \
+         `kubectl kraken approve {object} --id {id}` applies it (it annotates \
+         {APPROVE_PLAN_ANNOTATION}={id} and {APPROVED_BY_ANNOTATION}=<your user name>)",
         plan.action
     );
     match stale {

@@ -219,8 +219,8 @@ fn resource_policies(properties: &mut Map<String, Json>) {
     );
     properties.insert(
         "planPolicy".into(),
-        json!({"type": "string", "enum": ["Auto", "Manual", "ManualForDestructive"], "default": "Auto",
-               "description": "Which changes wait for approval of their plan (status.plan, approved with the annotation kraken.dev/approve-plan: <id>): none (Auto), every create, update and replacement (Manual), or replacements only (ManualForDestructive)."}),
+        json!({"type": "string", "enum": ["Auto", "Manual", "ManualForDestructive"],
+               "description": "Which changes wait for approval of their plan (status.plan; kubectl kraken approve): none (Auto), every create, update, replacement, drift correction and delete (Manual), or replacements and deletes (ManualForDestructive). Unset: the ProviderConfig's spec.planPolicy, else Auto."}),
     );
     properties.insert(
         "importId".into(),

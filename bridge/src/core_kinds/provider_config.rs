@@ -107,6 +107,29 @@ pub struct ProviderConfigSpec {
     #[serde(default = "default_max_concurrency")]
     #[schemars(range(min = 1, max = 1000))]
     pub max_concurrency: i32,
+
+    /// The plan policy of the resources using this ProviderConfig that set no
+    /// spec.planPolicy of their own: Auto (apply at once), Manual (every create, update,
+    /// replacement, drift correction and delete waits for approval of its plan) or
+    /// ManualForDestructive (replacements and deletes wait). Unset: Auto.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_policy: Option<PlanPolicy>,
+}
+
+/// Which changes of a managed resource wait for approval of their plan (`spec.planPolicy`,
+/// or the default its ProviderConfig sets).
+#[derive(
+    Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, JsonSchema,
+)]
+pub enum PlanPolicy {
+    /// Every change is applied at once (no plan is held, nothing extra is written).
+    #[default]
+    Auto,
+    /// Every change (create, update, replace, drift correction, delete) waits for approval.
+    Manual,
+    /// Replacements and deletes wait for approval; creates and in-place updates are applied
+    /// at once.
+    ManualForDestructive,
 }
 
 /// A cluster-scoped Provider, by name.

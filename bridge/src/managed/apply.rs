@@ -65,7 +65,8 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
             && held_reason(run).is_none_or(|r| r == hold::DRIFT_PENDING),
     };
     let act = decide::act(plan.action, facts);
-    let gated = hold::gate(run, &t, &plan, |ok| decide::gate(spec.plan_policy, act, ok));
+    let policy = spec.plan_policy(&p);
+    let gated = hold::gate(run, &t, &plan, |ok| decide::gate(policy, act, ok));
     if gated.gate == Gate::Hold {
         let Observed {
             state,

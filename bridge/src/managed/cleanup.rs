@@ -129,7 +129,7 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
             None => return Ok(Destroyed::Done),
         }
     }
-    destroy_state(run, &t, spec.plan_policy, (&state, &private), completed).await
+    destroy_state(run, &t, spec.plan_policy(&p), (&state, &private), completed).await
 }
 
 /// Reads the object `state` describes and, if it still exists, plans its destroy, and applies

@@ -4,6 +4,9 @@ use kube::runtime::controller::Action;
 use serde::Deserialize;
 use serde_json::Value as Json;
 
+pub use crate::core_kinds::PlanPolicy;
+use crate::source::Configured;
+
 /// The fields of a generated kind's spec the controller reads (forProvider stays JSON).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -24,20 +27,9 @@ pub struct ManagedSpec {
     pub import_id: Option<String>,
     #[serde(default)]
     pub drift_interval: Option<String>,
+    /// Unset: the ProviderConfig's default ([`ManagedSpec::plan_policy`]).
     #[serde(default)]
-    pub plan_policy: PlanPolicy,
-}
-
-/// `spec.planPolicy`: which changes wait for an approval of their plan.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum PlanPolicy {
-    /// Every change is applied at once (no plan is held, nothing extra is written).
-    #[default]
-    Auto,
-    /// Every change (create, update, replace) waits for approval.
-    Manual,
-    /// Replacements wait for approval; in-place updates and creates are applied at once.
-    ManualForDestructive,
+    plan_policy: Option<PlanPolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -58,6 +50,12 @@ impl ManagedSpec {
 
     pub fn import_id(&self) -> Option<&str> {
         self.import_id.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// Which changes wait for approval: `spec.planPolicy`, else the default of the
+    /// ProviderConfig `p` came from, else `Auto`.
+    pub fn plan_policy(&self, p: &Configured) -> PlanPolicy {
+        self.plan_policy.or(p.plan_policy).unwrap_or_default()
     }
 
     /// When to look for drift next.

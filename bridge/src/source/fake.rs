@@ -44,7 +44,10 @@ impl ProviderSource for FakeSource {
             Arc::new(FieldMap::for_resource(&kind.type_name, resource))
         };
         let label = ("fake 0.0.0".to_owned(), digest);
-        super::resource_provider(kind, self.plugin.clone(), label, fields).await
+        let mut configured =
+            super::resource_provider(kind, self.plugin.clone(), label, fields).await?;
+        configured.plan_policy = pc.spec.plan_policy;
+        Ok(configured)
     }
 
     fn client(&self) -> &Client {

@@ -205,6 +205,8 @@ pub struct Configured {
     /// included): part of a plan's id, so a changed ProviderConfig makes an approval stale.
     /// Never the values themselves.
     pub config_digest: String,
+    /// The ProviderConfig's default `planPolicy` for resources that set none.
+    pub plan_policy: Option<crate::core_kinds::PlanPolicy>,
 }
 
 impl Configured {
@@ -243,7 +245,9 @@ async fn provider(
             || FieldMap::for_resource(&kind.type_name, resource),
         )
     };
-    resource_provider(kind, host, (label, config_digest), fields).await
+    let mut configured = resource_provider(kind, host, (label, config_digest), fields).await?;
+    configured.plan_policy = pc.spec.plan_policy;
+    Ok(configured)
 }
 
 /// ProviderConfig `pc_name` in `namespace`, read from the API server; errors name what is
@@ -414,6 +418,7 @@ async fn resource_provider(
         fields,
         label,
         config_digest,
+        plan_policy: None,
     })
 }
 

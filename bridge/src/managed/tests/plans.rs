@@ -388,3 +388,29 @@ async fn history_keeps_the_last_ten_applied_plans_and_names_the_approver() -> an
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_provider_config_sets_the_default_policy_a_resource_may_override() -> anyhow::Result<()> {
+    let env = Env::new();
+    let pcs = Api::<DynamicObject>::namespaced_with(
+        env.api.client(),
+        NS,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("core.kraken.dev", "v1alpha1", "ProviderConfig"),
+            "providerconfigs",
+        ),
+    );
+    let patch = Patch::Merge(json!({"spec": {"planPolicy": "Manual"}}));
+    pcs.patch("default", &PatchParams::default(), &patch)
+        .await?;
+    env.create("held", thing("held"));
+    env.pass("held").await?;
+    assert_eq!(env.condition("held", "Synced"), no("PlanPending"));
+    let mut spec = thing("auto");
+    spec["planPolicy"] = json!("Auto");
+    env.create("auto", spec);
+    env.pass("auto").await?;
+    assert_eq!(env.condition("auto", "Synced"), yes("ReconcileSuccess"));
+    assert_eq!(env.plugin.creates(), 1);
+    Ok(())
+}

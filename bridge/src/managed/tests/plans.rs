@@ -414,3 +414,67 @@ async fn a_provider_config_sets_the_default_policy_a_resource_may_override() -> 
     assert_eq!(env.plugin.creates(), 1);
     Ok(())
 }
+
+/// Approves `name`'s pending plan after `moved` changed something, and returns the Synced
+/// message of the pass that follows (nothing may be applied).
+async fn stale_after(
+    env: &Env,
+    name: &str,
+    moved: impl AsyncFnOnce(&Env) -> anyhow::Result<()>,
+) -> anyhow::Result<String> {
+    let approved = plan_id(env, name);
+    moved(env).await?;
+    env.approve(name, &approved).await?;
+    env.pass(name).await?;
+    assert_ne!(plan_id(env, name), approved, "the id did not move");
+    Ok(synced_message(env, name))
+}
+
+#[tokio::test]
+async fn a_changed_secret_input_makes_an_approval_stale() -> anyhow::Result<()> {
+    let env = Env::new();
+    let secret = |v: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pw", "namespace": NS},
+               "data": {"k": v}})
+    };
+    env.api.insert("secrets", secret("aHVudGVyMg=="));
+    let mut spec = manual("a");
+    spec["forProvider"]["passwordSecretRef"] = json!({"name": "pw", "key": "k"});
+    env.create("a", spec);
+    env.pass("a").await?;
+    let message = stale_after(&env, "a", async |env: &Env| {
+        env.api.insert("secrets", secret("aHVudGVyMw=="));
+        Ok(())
+    })
+    .await?;
+    assert_eq!(env.plugin.creates(), 0);
+    assert!(message.contains("the resolved inputs changed"), "{message}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn drift_after_approval_makes_it_stale() -> anyhow::Result<()> {
+    let env = Env::new();
+    created(&env, "a", thing("a")).await?;
+    env.edit(
+        "a",
+        json!({"planPolicy": "Manual", "forProvider": {"description": "x"}}),
+    )
+    .await?;
+    env.pass("a").await?;
+    let message = stale_after(&env, "a", async |env: &Env| {
+        let mut changed = env.plugin.objects()["a"].clone();
+        if let Value::Object(m) = &mut changed {
+            m.insert("zone".into(), Value::string("moved by hand"));
+        }
+        env.plugin.put("a", Some(changed));
+        Ok(())
+    })
+    .await?;
+    assert_eq!(env.plugin.updates(), 0);
+    assert!(
+        message.contains("the external object changed (drift)"),
+        "{message}"
+    );
+    Ok(())
+}

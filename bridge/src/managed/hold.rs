@@ -73,19 +73,30 @@ impl Held {
 pub(super) struct Gated {
     pub(super) gate: Gate,
     pub(super) id: String,
+    /// What the plan was made from (empty when the policy does not hold the step: then the
+    /// plan is neither shown nor identified).
     basis: Basis,
     /// The approval annotation, unless it names the plan applied last (spent).
     approval: Option<String>,
 }
 
 /// Identifies `plan` and asks `decide` (given whether the approval annotation names this very
-/// plan) whether it goes ahead.
+/// plan) whether it goes ahead. A step the policy does not hold is not identified at all: under
+/// `Auto` no digest is computed.
 pub(super) fn gate(
     run: &Run<'_>,
     t: &Target<'_>,
     plan: &Plan,
-    decide: impl FnOnce(bool) -> Gate,
+    decide: impl Fn(bool) -> Gate,
 ) -> Gated {
+    if decide(false) == Gate::Go {
+        return Gated {
+            gate: Gate::Go,
+            id: String::new(),
+            basis: Basis::default(),
+            approval: None,
+        };
+    }
     let generation = run.generation().unwrap_or_default();
     let basis = Basis::of(
         &run.k.ctx.plan_key,

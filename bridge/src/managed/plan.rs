@@ -31,7 +31,7 @@ pub const UNKNOWN: &str = "(known after apply)";
 /// an approval of the old one is stale. The digests (`state`, `inputs`, `provider_config`)
 /// and the id are keyed ([`PlanKey`]): they are shown in `status` but computed from Secret
 /// values, so without the key they allow no guessing of those values.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Basis {
     /// The object's `metadata.generation` (the spec).
     pub generation: i64,

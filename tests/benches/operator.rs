@@ -14,7 +14,9 @@
 //! 5. API writes of no-op drift checks (a small set with a short `driftInterval`);
 //! 6. with N in place, one changed object from `kubectl apply` to Ready (p50 of several),
 //!    beside Terraform applying one change among N (which refreshes all N) and the same with
-//!    `-refresh=false -target=…`.
+//!    `-refresh=false -target=…`;
+//! 7. with N in place, one change under `planPolicy: Manual` from `kubectl apply` to its plan
+//!    visible in `status.plan`, and from the approval to the object applied (p50 of several).
 //!
 //! Several operator builds can be compared in one session (`KRAKEN_BENCH_OPERATORS`): every
 //! Kraken measurement then runs once per build, interleaved.
@@ -26,7 +28,7 @@
 //!
 //! Knobs: `KRAKEN_BENCH_SIZES` (default `1000,10000`), `KRAKEN_BENCH_PROVIDERS` (default
 //! `fixture,random`), `KRAKEN_BENCH_RUNS` (default 3 below 10,000 resources, else 1),
-//! `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_TF_CHANGE_RUNS` (default 3 below 10,000,
+//! `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_PLANS` (1: section 7 runs; 0: not), `KRAKEN_BENCH_TF_CHANGE_RUNS` (default 3 below 10,000,
 //! else 1), `KRAKEN_BENCH_TF_PARALLELISM` (default `10,<concurrency>`),
 //! `KRAKEN_BENCH_OPERATORS` (`label=path,...`; default this checkout's release build),
 //! `KRAKEN_BENCH_DRIFT_N` (100), `KRAKEN_BENCH_DRIFT_INTERVAL_S` (2),
@@ -163,6 +165,8 @@ pub struct Config {
     pub providers: Vec<Prov>,
     runs: Option<usize>,
     pub changes: usize,
+    /// Also time plans under `planPolicy: Manual` beside the changes (`KRAKEN_BENCH_PLANS`).
+    pub plans: bool,
     tf_change_runs: Option<usize>,
     pub drift_n: usize,
     pub drift_interval_s: u64,
@@ -229,6 +233,7 @@ impl Config {
             providers,
             runs: env_opt("KRAKEN_BENCH_RUNS")?,
             changes: env_or("KRAKEN_BENCH_CHANGES", 10)?,
+            plans: env_or("KRAKEN_BENCH_PLANS", 1)? == 1,
             tf_change_runs: env_opt("KRAKEN_BENCH_TF_CHANGE_RUNS")?,
             drift_n: env_or("KRAKEN_BENCH_DRIFT_N", 100)?,
             drift_interval_s: env_or("KRAKEN_BENCH_DRIFT_INTERVAL_S", 2)?,
@@ -277,6 +282,7 @@ pub struct Measured {
     /// (`-parallelism`, wall time) per Terraform create.
     pub terraform: Vec<(usize, Duration)>,
     pub kraken_change: Vec<(String, kraken::ChangeRun)>,
+    pub kraken_plan: Vec<(String, kraken::PlanRun)>,
     pub tf_change: Vec<Duration>,
     pub tf_change_targeted: Vec<Duration>,
 }
@@ -512,7 +518,17 @@ fn kraken_round(
         let change = if last && cfg.changes > 0 {
             let c = kraken::change_run(&mut bed, prov, n, cfg.changes)?;
             eprintln!("{what}: changes → Ready {:?}", c.latencies);
-            Some(c)
+            let p = if cfg.plans {
+                let p = kraken::plan_run(&mut bed, prov, n, cfg.changes)?;
+                eprintln!(
+                    "{what}: plans visible {:?}, approved → applied {:?}",
+                    p.visible, p.approved
+                );
+                Some(p)
+            } else {
+                None
+            };
+            Some((c, p))
         } else {
             None
         };
@@ -520,8 +536,11 @@ fn kraken_round(
     })();
     let (run, change) = bed.finish(result)?;
     m.kraken.push((build.label.clone(), run));
-    if let Some(c) = change {
+    if let Some((c, p)) = change {
         m.kraken_change.push((build.label.clone(), c));
+        if let Some(p) = p {
+            m.kraken_plan.push((build.label.clone(), p));
+        }
     }
     Ok(())
 }

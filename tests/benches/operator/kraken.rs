@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ControlPlane;
 use kraken_tests::bench::apiserver_requests;
 use kraken_tests::operator::{Operator, metric_samples};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use crate::bed::{Bed, Memory, check_alive};
 use crate::watch::Watch;
@@ -409,6 +409,77 @@ pub fn change_run(
     Ok(ChangeRun {
         latencies,
         kubectl,
+        delta: after.since(&before),
+    })
+}
+
+/// Plan latencies with N objects in place: a change under `planPolicy: Manual` until its plan
+/// is visible, then its approval until it is applied.
+#[derive(Debug, Clone)]
+pub struct PlanRun {
+    /// `kubectl apply` started → `status.plan` seen at the new generation.
+    pub visible: Vec<Duration>,
+    /// `kubectl annotate` (the approval) started → the object reconciled.
+    pub approved: Vec<Duration>,
+    pub delta: Snapshot,
+}
+
+/// Change `changes` objects (others than [`change_run`] changes) under `planPolicy: Manual`,
+/// one after the other: time each plan until visible, then approve it and time the apply.
+pub fn plan_run(bed: &mut Bed, prov: Prov, n: usize, changes: usize) -> anyhow::Result<PlanRun> {
+    let before = settle(bed.op()?, Duration::from_secs(2), Duration::from_secs(60))?;
+    let (mut visible, mut approved) = (Vec::new(), Vec::new());
+    for j in 1..=changes {
+        let i = ((j - 1) * n / changes.max(1) + 1) % n.max(1);
+        let name = format!("bench-{i}");
+        let gen0 = bed
+            .watch
+            .summary()
+            .get(&name)
+            .with_context(|| format!("{name} was never seen"))?
+            .generation;
+        let mut manifest = prov.manifest(NS, i, 1000 + j, None);
+        manifest["spec"]["planPolicy"] = json!("Manual");
+        let started = Instant::now();
+        apply_docs(&bed.cp, &[manifest])?;
+        let at = bed.watch.wait(
+            Duration::from_secs(120),
+            &format!("the plan of {name} (change {j}) to be visible"),
+            |s| {
+                s.get(&name)
+                    .filter(|o| o.generation > gen0)
+                    .and_then(|o| o.planned_at)
+            },
+        )?;
+        visible.push(at - started);
+        let resource = format!("{}.{}", prov.kind().plural, prov.kind().group);
+        let id = bed.cp.kubectl(&[
+            "get", &resource, &name, "-n", NS, "-o", "jsonpath={.status.plan.id}",
+        ])?;
+        let started = Instant::now();
+        bed.cp.kubectl(&[
+            "annotate",
+            &resource,
+            &name,
+            "-n",
+            NS,
+            "--overwrite",
+            &format!("kraken.dev/approve-plan={}", id.trim()),
+            "kraken.dev/approved-by=bench",
+        ])?;
+        let at = bed.watch.wait(
+            Duration::from_secs(120),
+            &format!("{name} to be applied after approval {j}"),
+            |s| s.get(&name).and_then(|o| o.reconciled_at),
+        )?;
+        approved.push(at.saturating_duration_since(started));
+        bed.check_alive()?;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let after = settle(bed.op()?, Duration::from_secs(2), Duration::from_secs(60))?;
+    Ok(PlanRun {
+        visible,
+        approved,
         delta: after.since(&before),
     })
 }

@@ -117,6 +117,7 @@ pub fn print(cfg: &Config, r: &Results) {
         writes(cfg, &r.measured);
         requests(cfg, &r.measured);
         changes(cfg, &r.measured);
+        plans(cfg, &r.measured);
     }
 }
 
@@ -436,6 +437,38 @@ fn requests(cfg: &Config, ms: &[Measured]) {
                 opt(median(each.iter().map(|e| e.0).collect()), 2),
                 opt(median(each.iter().map(|e| e.1).collect()), 2),
                 each.last().map_or("—".into(), |e| e.2.clone())
+            );
+        }
+    }
+}
+
+fn plans(cfg: &Config, ms: &[Measured]) {
+    if ms.iter().all(|m| m.kraken_plan.is_empty()) {
+        return;
+    }
+    println!(
+        "\n### A plan among N (planPolicy: Manual, {} changes: `kubectl apply` → `status.plan` visible, target p50 < 1 s; approval → applied)\n",
+        cfg.changes
+    );
+    println!(
+        "| provider | N | build | apply → plan p50 ms | p90 ms | max ms | approve → applied p50 ms | p90 ms | API writes per plan + apply (Events) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for m in ms {
+        for (label, p) in &m.kraken_plan {
+            let ms_at = |v: &[Duration], q: f64| percentile(v, q).map(|d| d.as_secs_f64() * 1e3);
+            let k = p.visible.len().max(1) as f64;
+            println!(
+                "| {} | {} | {label} | {} | {} | {} | {} | {} | {:.2} ({:.2}) |",
+                m.prov().name(),
+                m.n,
+                opt(ms_at(&p.visible, 0.5), 0),
+                opt(ms_at(&p.visible, 0.9), 0),
+                opt(ms_at(&p.visible, 1.0), 0),
+                opt(ms_at(&p.approved, 0.5), 0),
+                opt(ms_at(&p.approved, 0.9), 0),
+                p.delta.total() / k,
+                p.delta.events() / k,
             );
         }
     }

@@ -24,6 +24,8 @@ pub struct Seen {
     /// When the object was first seen Ready=True, Synced=True with observedGeneration equal
     /// to this generation.
     pub reconciled_at: Option<Instant>,
+    /// When a plan waiting for approval (`status.plan.id`) was first seen at this generation.
+    pub planned_at: Option<Instant>,
     /// Synced=False (the operator reported a failure).
     pub failing: bool,
 }
@@ -92,6 +94,12 @@ impl Summary {
             }
             _ => reconciled.then_some(now),
         };
+        let planned = status["plan"]["id"].is_string()
+            && status["observedGeneration"].as_i64() == Some(generation);
+        let planned_at = match old {
+            Some(o) if o.generation == generation && o.planned_at.is_some() => o.planned_at,
+            _ => planned.then_some(now),
+        };
         if let Some(o) = old {
             self.reconciled -= usize::from(o.reconciled_at.is_some());
             self.failing -= usize::from(o.failing);
@@ -103,6 +111,7 @@ impl Summary {
             Seen {
                 generation,
                 reconciled_at,
+                planned_at,
                 failing,
             },
         );

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::api::{DynamicObject, Patch, PatchParams};
-use serde_json::json;
+use serde_json::{Value as Json, json};
 
 use super::connect::{self, Global};
 use super::render::condition;
@@ -77,6 +77,14 @@ pub(super) async fn run(global: &Global, args: ApproveArgs) -> anyhow::Result<()
             if plans.last_applied.as_ref().is_some_and(|a| &a.id == id) {
                 println!("plan {id} of {} is already applied", target.describe());
                 return Ok(());
+            }
+            let policy = obj.data.pointer("/spec/planPolicy").and_then(Json::as_str);
+            if plans.pending.is_none() && policy.is_none_or(|p| p == "Auto") {
+                anyhow::bail!(
+                    "{} holds no plans (spec.planPolicy is Auto or unset): every change is \
+                     applied without approval, so there is nothing to approve",
+                    target.describe()
+                );
             }
             if let Some(p) = plans.pending.as_ref().filter(|p| &p.id != id) {
                 eprintln!(

@@ -39,7 +39,10 @@ pub(super) async fn connect(global: &Global) -> anyhow::Result<Session> {
         context: global.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let context = global.context.as_deref().unwrap_or("the current context");
+    let context = global.context.as_ref().map_or_else(
+        || "the current context".to_owned(),
+        |c| format!("context {c}"),
+    );
     let config = match (&global.kubeconfig, &global.context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path)

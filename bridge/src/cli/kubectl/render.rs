@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-use crate::managed::plan_status::{MAX_CHANGES, PendingPlan, UNKNOWN};
+use crate::managed::plan_status::{MAX_CHANGES, PendingPlan, SENSITIVE, UNKNOWN};
 
 /// How many hex digits of a plan id a table shows (a git-style short id).
 pub(super) const SHORT_ID: usize = 8;
@@ -77,7 +77,7 @@ pub(super) fn plan_text(plan: &PendingPlan) -> String {
         if c.forces_replacement {
             out.push_str("   # forces replacement");
         }
-        if c.unknown && c.after != UNKNOWN {
+        if c.unknown && c.after != UNKNOWN && c.after != SENSITIVE {
             out.push_str("   # partly known after apply");
         }
         out.push('\n');
@@ -177,6 +177,10 @@ mod tests {
                     unknown: true,
                     ..change("status.atProvider.tags", None, "{\"a\":1}")
                 },
+                Change {
+                    unknown: true,
+                    ..change("status.atProvider.token", None, SENSITIVE)
+                },
             ],
             omitted: 2,
             stale_approval: Some(StaleApproval {
@@ -191,6 +195,7 @@ mod tests {
              -/+ spec.forProvider.zone: \"a\" → \"b\"   # forces replacement\n  \
              ~ status.atProvider.id: \"x\" → (known after apply)\n  \
              + status.atProvider.tags: {\"a\":1}   # partly known after apply\n  \
+             + status.atProvider.token: (sensitive)\n  \
              … and 2 more changes not listed (status.plan lists at most 16)\n\
              stale approval: plan 9a1e is stale: the spec changed (generation 4 → 5)\n"
         );

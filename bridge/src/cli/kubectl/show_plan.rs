@@ -52,7 +52,13 @@ pub(super) async fn run(global: &Global, args: ShowPlanArgs) -> anyhow::Result<(
     }
     match args.output {
         Output::Json => println!("{:#}", status.get("plan").unwrap_or(&Json::Null)),
-        Output::Text => print!("{}", text(&target, &status, &plans)),
+        Output::Text => {
+            print!("{}", text(&target, &status, &plans));
+            if let Some(plan) = &plans.pending {
+                let args = target.command_args();
+                println!("approve it: kubectl kraken approve {args} --id {}", plan.id);
+            }
+        }
     }
     Ok(())
 }
@@ -69,7 +75,7 @@ pub(super) fn plans_of(target: &Target, status: &Json) -> anyhow::Result<PlanSta
     })
 }
 
-/// The plan, the Synced condition and how to approve, for a person.
+/// The object, its plan and its Synced condition, for a person.
 pub(super) fn text(target: &Target, status: &Json, plans: &PlanStatus) -> String {
     let mut out = format!("{}\n", target.describe());
     if let Some(plan) = &plans.pending {
@@ -77,13 +83,6 @@ pub(super) fn text(target: &Target, status: &Json, plans: &PlanStatus) -> String
     }
     if let Some(synced) = condition(status, SYNCED) {
         out.push_str(&format!("Synced: {synced}\n"));
-    }
-    if let Some(plan) = &plans.pending {
-        out.push_str(&format!(
-            "approve it: kubectl kraken approve {} --id {}\n",
-            target.command_args(),
-            plan.id
-        ));
     }
     out
 }

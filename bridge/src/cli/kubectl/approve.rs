@@ -224,3 +224,43 @@ async fn wait(target: &Target, id: &str, timeout: Duration) -> anyhow::Result<()
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(status: Json) -> Result<DynamicObject, serde_json::Error> {
+        serde_json::from_value(json!({
+            "apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object",
+            "metadata": {"name": "web"}, "status": status,
+        }))
+    }
+
+    /// The wait ends when the approved id is applied or found stale, not on other news.
+    #[test]
+    fn the_wait_ends_on_this_ids_outcome_only() -> Result<(), serde_json::Error> {
+        let applied = object(json!({"lastAppliedPlan": {"id": "a1", "action": "Create"}}))?;
+        assert!(matches!(
+            outcome(Some(&applied), "a1"),
+            Some(Outcome::Applied)
+        ));
+        assert!(outcome(Some(&applied), "b2").is_none());
+        let stale = object(json!({"plan": {"id": "c3", "action": "Update",
+            "staleApproval": {"id": "b2", "why": "the spec changed"}}}))?;
+        let Some(Outcome::Stale(why)) = outcome(Some(&stale), "b2") else {
+            panic!("b2 is stale");
+        };
+        assert_eq!(
+            why,
+            "the approval of plan b2 is stale: the spec changed; plan c3 (Update) waits for \
+             approval now"
+        );
+        assert!(
+            outcome(Some(&stale), "c3").is_none(),
+            "c3 waits for the operator"
+        );
+        assert!(outcome(Some(&object(Json::Null)?), "c3").is_none());
+        assert!(matches!(outcome(None, "c3"), Some(Outcome::Gone)));
+        Ok(())
+    }
+}

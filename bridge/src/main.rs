@@ -1,7 +1,5 @@
 //! The `kraken` binary: parse arguments, start telemetry, run the chosen subcommand.
 
-use clap::Parser;
-
 /// mimalloc instead of the system allocator: codegen and the value codec build many small
 /// short-lived trees, and glibc's malloc/free were ~45% of `kraken codegen`'s time on the AWS
 /// schema (see docs/benchmarks.md).
@@ -9,7 +7,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = kraken_bridge::cli::Cli::parse();
+    let cli = kraken_bridge::cli::Cli::from_env();
     // The operator is a long-running service: it logs what it does unless told otherwise.
     let operator = matches!(cli.command, kraken_bridge::cli::Command::Operator(_));
     kraken_bridge::cli::init_tracing(if operator {

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 mod activate;
 mod codegen;
 mod fetch;
+pub mod kubectl;
 mod operator;
 mod schema;
 
@@ -44,6 +45,9 @@ pub enum Command {
     /// Install the kinds of some resource types of a Provider, and wait until they are served.
     #[command(long_about = activate::ACTIVATE_ABOUT)]
     Activate(activate::ActivateArgs),
+    /// The kubectl plugin's commands (show-plan, approve, get), as `kubectl kraken` runs them.
+    #[command(long_about = kubectl::KUBECTL_ABOUT)]
+    Kubectl(kubectl::KubectlArgs),
 }
 
 const CODEGEN_ABOUT: &str =
@@ -110,6 +114,27 @@ pub struct SchemaArgs {
 }
 
 impl Cli {
+    /// This process's command line. Started as `kubectl-kraken` (how kubectl runs a plugin),
+    /// it is the plugin's: `kubectl-kraken get` is `kraken kubectl get`.
+    pub fn from_env() -> Self {
+        match Self::try_from_args(std::env::args_os().collect()) {
+            Ok(cli) => cli,
+            Err(err) => err.exit(),
+        }
+    }
+
+    /// Parses `args` (argv\[0\] first) as [`Self::from_env`] does.
+    pub fn try_from_args(args: Vec<std::ffi::OsString>) -> Result<Self, clap::Error> {
+        if kubectl::invoked_as_plugin(args.first().map(std::ffi::OsString::as_os_str)) {
+            let plugin = kubectl::PluginCli::try_parse_from(args)?;
+            return Ok(Self {
+                verbose: plugin.verbose,
+                command: Command::Kubectl(plugin.args),
+            });
+        }
+        Self::try_parse_from(args)
+    }
+
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Schema(args) => schema::run(args).await,
@@ -117,6 +142,7 @@ impl Cli {
             Command::Fetch(args) => fetch::run(args).await,
             Command::Operator(args) => operator::run(args).await,
             Command::Activate(args) => activate::run(args).await,
+            Command::Kubectl(args) => kubectl::run(args).await,
         }
     }
 }
@@ -153,6 +179,23 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Under the plugin's name the plugin's commands are parsed; under any other, kraken's.
+    #[test]
+    fn argv0_picks_the_command_line() -> Result<(), clap::Error> {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect();
+        let cli = Cli::try_from_args(args(&["/bin/kubectl-kraken", "get", "-A", "-v"]))?;
+        assert!(matches!(cli.command, Command::Kubectl(_)), "{cli:?}");
+        assert_eq!(cli.verbose, 1);
+        let cli = Cli::try_from_args(args(&["kraken", "kubectl", "get", "-n", "x"]))?;
+        let Command::Kubectl(k) = cli.command else {
+            panic!("not kubectl: {cli:?}");
+        };
+        assert_eq!(k.global.namespace.as_deref(), Some("x"));
+        assert!(Cli::try_from_args(args(&["kraken", "get"])).is_err());
+        assert!(Cli::try_from_args(args(&["kubectl-kraken", "schema", "x"])).is_err());
+        Ok(())
     }
 
     #[test]

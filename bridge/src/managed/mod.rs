@@ -24,6 +24,7 @@ mod hold;
 mod observe;
 mod plan;
 pub mod plan_key;
+pub mod plan_status;
 mod reconcile;
 mod report;
 mod spec;

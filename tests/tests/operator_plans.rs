@@ -259,18 +259,35 @@ fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
     bed.apply(&manifest.to_string())?;
     let id = plan_id(&pending(bed, "Create")?)?;
 
-    // A user may only name themself: refused once the policy is in force (it takes a moment
-    // to reach the API server's admission).
-    let forged =
-        kraken_tests::wait_for(
-            CONVERGE,
-            "the approval policy in force",
-            || match approve_as(bed, "alice", &id, "bob") {
-                Err(message) => Ok(Some(message)),
-                Ok(()) => anyhow::bail!("alice could approve in bob's name"),
-            },
-        )?;
-    ensure!(forged.contains("your own user name (alice)"), "{forged}");
+    // The policy takes a moment to reach the API server's admission. Probe on the
+    // ProviderConfig (a kraken.dev object the operator ignores annotations of), naming someone
+    // else each time (a repeat of the same value would be no change, and admitted).
+    let mut probe = 0;
+    kraken_tests::wait_for(CONVERGE, "the approval policy in force", || {
+        probe += 1;
+        let by = format!("kraken.dev/approved-by=probe-{probe}");
+        let out = bed.cp.kubectl_output(&[
+            "annotate",
+            "providerconfigs.core.kraken.dev",
+            "default",
+            "-n",
+            &bed.ns,
+            "--overwrite",
+            &by,
+        ])?;
+        if out.status.success() {
+            anyhow::bail!("admitted approved-by={by} from another user");
+        }
+        Ok(Some(()))
+    })?;
+    // A user may only name themself.
+    let forged = approve_as(bed, "alice", &id, "bob")
+        .err()
+        .unwrap_or_default();
+    ensure!(
+        forged.contains("your own user name (alice)"),
+        "alice approved in bob's name: {forged}"
+    );
     // Editing the object is not enough to approve its plan.
     let refused = approve_as(bed, "mallory", &id, "mallory")
         .err()

@@ -454,7 +454,13 @@ pub fn plan_run(bed: &mut Bed, prov: Prov, n: usize, changes: usize) -> anyhow::
         visible.push(at - started);
         let resource = format!("{}.{}", prov.kind().plural, prov.kind().group);
         let id = bed.cp.kubectl(&[
-            "get", &resource, &name, "-n", NS, "-o", "jsonpath={.status.plan.id}",
+            "get",
+            &resource,
+            &name,
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.status.plan.id}",
         ])?;
         let started = Instant::now();
         bed.cp.kubectl(&[

@@ -28,8 +28,10 @@
 //!
 //! Knobs: `KRAKEN_BENCH_SIZES` (default `1000,10000`), `KRAKEN_BENCH_PROVIDERS` (default
 //! `fixture,random`), `KRAKEN_BENCH_RUNS` (default 3 below 10,000 resources, else 1),
-//! `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_PLANS` (1: section 7 runs; 0: not), `KRAKEN_BENCH_TF_CHANGE_RUNS` (default 3 below 10,000,
-//! else 1), `KRAKEN_BENCH_TF_PARALLELISM` (default `10,<concurrency>`),
+//! `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_PLANS` (1: section 7 runs; 0: not),
+//! `KRAKEN_BENCH_PLAN_BUILDS` (the builds section 7 runs for, by label; default all),
+//! `KRAKEN_BENCH_TF_CHANGE_RUNS` (default 3 below 10,000, else 1),
+//! `KRAKEN_BENCH_TF_PARALLELISM` (default `10,<concurrency>`),
 //! `KRAKEN_BENCH_OPERATORS` (`label=path,...`; default this checkout's release build),
 //! `KRAKEN_BENCH_DRIFT_N` (100), `KRAKEN_BENCH_DRIFT_INTERVAL_S` (2),
 //! `KRAKEN_BENCH_DRIFT_WINDOW_S` (10), `KRAKEN_BENCH_BATCH` (documents per kubectl call,
@@ -165,8 +167,11 @@ pub struct Config {
     pub providers: Vec<Prov>,
     runs: Option<usize>,
     pub changes: usize,
-    /// Also time plans under `planPolicy: Manual` beside the changes (`KRAKEN_BENCH_PLANS`).
+    /// Also time plans under `planPolicy: Manual` beside the changes (`KRAKEN_BENCH_PLANS`);
+    /// only for these builds when `KRAKEN_BENCH_PLAN_BUILDS` names some (builds older than
+    /// plan policies would never show a plan).
     pub plans: bool,
+    pub plan_builds: Vec<String>,
     tf_change_runs: Option<usize>,
     pub drift_n: usize,
     pub drift_interval_s: u64,
@@ -234,6 +239,13 @@ impl Config {
             runs: env_opt("KRAKEN_BENCH_RUNS")?,
             changes: env_or("KRAKEN_BENCH_CHANGES", 10)?,
             plans: env_or("KRAKEN_BENCH_PLANS", 1)? == 1,
+            plan_builds: std::env::var("KRAKEN_BENCH_PLAN_BUILDS")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
             tf_change_runs: env_opt("KRAKEN_BENCH_TF_CHANGE_RUNS")?,
             drift_n: env_or("KRAKEN_BENCH_DRIFT_N", 100)?,
             drift_interval_s: env_or("KRAKEN_BENCH_DRIFT_INTERVAL_S", 2)?,
@@ -518,7 +530,8 @@ fn kraken_round(
         let change = if last && cfg.changes > 0 {
             let c = kraken::change_run(&mut bed, prov, n, cfg.changes)?;
             eprintln!("{what}: changes → Ready {:?}", c.latencies);
-            let p = if cfg.plans {
+            let planned = cfg.plan_builds.is_empty() || cfg.plan_builds.contains(&build.label);
+            let p = if cfg.plans && planned {
                 let p = kraken::plan_run(&mut bed, prov, n, cfg.changes)?;
                 eprintln!(
                     "{what}: plans visible {:?}, approved → applied {:?}",

@@ -9,6 +9,7 @@ mod activate;
 mod codegen;
 mod fetch;
 mod operator;
+mod plan;
 mod schema;
 
 #[derive(Debug, Parser)]
@@ -44,6 +45,9 @@ pub enum Command {
     /// Install the kinds of some resource types of a Provider, and wait until they are served.
     #[command(long_about = activate::ACTIVATE_ABOUT)]
     Activate(activate::ActivateArgs),
+    /// Show what applying manifests would do (like terraform plan), applying nothing.
+    #[command(long_about = plan::PLAN_ABOUT)]
+    Plan(plan::PlanArgs),
 }
 
 const CODEGEN_ABOUT: &str =
@@ -110,14 +114,17 @@ pub struct SchemaArgs {
 }
 
 impl Cli {
-    pub async fn run(self) -> anyhow::Result<()> {
-        match self.command {
+    /// Runs the subcommand; the exit status it ends with (`kraken plan` has three).
+    pub async fn run(self) -> anyhow::Result<std::process::ExitCode> {
+        let done = match self.command {
             Command::Schema(args) => schema::run(args).await,
             Command::Codegen(args) => codegen::run(args).await,
             Command::Fetch(args) => fetch::run(args).await,
             Command::Operator(args) => operator::run(args).await,
             Command::Activate(args) => activate::run(args).await,
-        }
+            Command::Plan(args) => return plan::run(args).await,
+        };
+        done.map(|()| std::process::ExitCode::SUCCESS)
     }
 }
 

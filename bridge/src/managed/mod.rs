@@ -24,6 +24,7 @@ mod hold;
 mod observe;
 mod plan;
 pub mod plan_key;
+pub mod preview;
 mod reconcile;
 mod report;
 mod spec;

@@ -235,7 +235,19 @@ async fn provider(
         Some(pc) => pc,
         None => Arc::new(read_provider_config(&ctx.client, namespace, pc_name).await?),
     };
-    let (resolved, host, config_digest) = configured(ctx, namespace, &pc).await?;
+    provider_from(ctx, kind, namespace, &pc).await
+}
+
+/// The configured provider for a resource of `kind` in `namespace` using the ProviderConfig
+/// `pc` as given: read from the API server by a reconcile, or not applied yet (`kraken plan`
+/// over manifests that include it).
+pub async fn provider_from(
+    ctx: &Source,
+    kind: &KindInfo,
+    namespace: &str,
+    pc: &ProviderConfig,
+) -> Result<Configured> {
+    let (resolved, host, config_digest) = configured(ctx, namespace, pc).await?;
     let label = format!("{} {}", resolved.address, resolved.version);
     let fields = |resource: &kraken_codegen::schema::Schema| {
         ctx.field_map(
@@ -248,7 +260,7 @@ async fn provider(
 
 /// ProviderConfig `pc_name` in `namespace`, read from the API server; errors name what is
 /// missing.
-async fn read_provider_config(
+pub async fn read_provider_config(
     client: &Client,
     namespace: &str,
     pc_name: &str,

@@ -217,6 +217,7 @@ fn applied_then_changed(bed: &FixtureBed, new: &Path, dir: &Path) -> anyhow::Res
     let changed = dir.join("changed.yaml");
     std::fs::write(&changed, manifests(ns, 3, "c2"))?;
     let run = plan(kubeconfig, &[&changed], &[])?.expect(2, "plan of a change set")?;
+    eprintln!("the change set's plan:\n{}", run.stdout);
     run.has(&format!("~ update  Object {ns}/a"))?;
     run.has("~ spec.forProvider.size: 1 -> 3")?;
     run.has(&format!("-/+ replace Object {ns}/c"))?;

@@ -170,7 +170,13 @@ fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
         "{doc}"
     );
     ensure!(!json_run.stdout.contains(PASSWORD));
-    // Nothing was made: no Objects, no ConfigMap, nothing in the hub, nothing in the cloud.
+    nothing_made(bed)?;
+    applied_then_changed(bed, &new, dir.path())
+}
+
+/// Nothing was made: no Objects, no ConfigMap, nothing in the hub, nothing in the cloud.
+fn nothing_made(bed: &FixtureBed) -> anyhow::Result<()> {
+    let ns = bed.ns.as_str();
     ensure!(
         bed.cp.list_json(ns, OBJECTS)?.is_empty(),
         "Objects were created"
@@ -194,7 +200,7 @@ fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
         "applies were made"
     );
 
-    applied_then_changed(bed, &new, dir.path())
+    Ok(())
 }
 
 fn s(v: &Value) -> String {

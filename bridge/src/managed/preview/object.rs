@@ -131,8 +131,10 @@ async fn configuration(
     Ok(config)
 }
 
-/// Makes the value at `steps` unknown; where the path runs through a null, the value that is
-/// null becomes unknown (its whole content is not known yet either).
+/// Makes the value at `steps` unknown; where the path runs through a null or a map key not
+/// there yet, the value above it becomes unknown as a whole (what it will hold is not known
+/// either, and a change shows an unknown whole value as `(known after apply)`, where a
+/// partly unknown one would print its unknown parts as null).
 fn set_unknown(v: &mut Value, steps: &[PathStep]) {
     let Some((first, rest)) = steps.split_first() else {
         *v = Value::unknown();
@@ -141,6 +143,7 @@ fn set_unknown(v: &mut Value, steps: &[PathStep]) {
     if let Value::Typed(_, inner) = v {
         return set_unknown(inner, steps);
     }
+    let is_object = matches!(v, Value::Object(_));
     let child = match (first, &mut *v) {
         (PathStep::Attr(k) | PathStep::Key(k), Value::Object(m) | Value::Map(m)) => m.get_mut(k),
         (PathStep::Index(i), Value::List(items) | Value::Tuple(items)) => {
@@ -149,9 +152,11 @@ fn set_unknown(v: &mut Value, steps: &[PathStep]) {
         _ => None,
     };
     match child {
-        Some(c) if !c.is_null() => set_unknown(c, rest),
-        Some(c) if rest.is_empty() => *c = Value::unknown(),
-        _ => *v = Value::unknown(),
+        Some(c) if c.is_null() => *c = Value::unknown(),
+        Some(c) => set_unknown(c, rest),
+        // A map key not there yet; an object always holds every attribute (never reached).
+        None if !is_object => *v = Value::unknown(),
+        None => {}
     }
 }
 
@@ -296,4 +301,35 @@ fn notes(
         ));
     }
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_values_land_at_their_path_or_replace_the_null_above_it() {
+        let attr = |n: &str| PathStep::Attr(n.into());
+        let key = |k: &str| PathStep::Key(k.into());
+        let mut v = Value::object([
+            ("name", Value::string("d")),
+            (
+                "tags",
+                Value::Map([("mode".into(), Value::string("fast"))].into()),
+            ),
+            ("settings", Value::Null),
+            ("labels", Value::List(vec![Value::string("x")])),
+        ]);
+        set_unknown(&mut v, &[attr("labels"), PathStep::Index(0)]);
+        set_unknown(&mut v, &[attr("tags"), key("src")]);
+        set_unknown(&mut v, &[attr("settings"), attr("mode")]);
+        set_unknown(&mut v, &[attr("name")]);
+        let want = Value::object([
+            ("name", Value::unknown()),
+            ("tags", Value::unknown()),
+            ("settings", Value::unknown()),
+            ("labels", Value::List(vec![Value::unknown()])),
+        ]);
+        assert_eq!(v, want);
+    }
 }

@@ -89,24 +89,49 @@ pub(super) async fn inputs(
     }
     let references = deps::references(p, type_name, values_from)?;
     let groups = |k: &str| shared.kinds.groups_of(k);
-    let mut known: Vec<(&ValueReference, std::result::Result<Parsed, Failure>)> = Vec::new();
-    let mut unknown_refs = Vec::new();
-    for r in &references {
-        let parsed = parse(r, ns, &groups);
-        let reads_unknown = parsed.as_ref().is_ok_and(|p| {
+    let parsed: Vec<(&ValueReference, std::result::Result<Parsed, Failure>)> = references
+        .iter()
+        .map(|r| (r, parse(r, ns, &groups)))
+        .collect();
+    let reads_unknown = |p: &std::result::Result<Parsed, Failure>| {
+        p.as_ref().is_ok_and(|p| {
             p.sources().iter().any(|s| {
                 matches!(s, Source::Output { declaration, .. }
                     if unknown.contains(&(ns.to_owned(), declaration.clone())))
             })
-        });
-        if reads_unknown {
-            unknown_refs.push(r);
-        } else {
-            known.push((r, parsed));
-        }
+        })
+    };
+    let (unknown_refs, known): (Vec<_>, Vec<_>) =
+        parsed.iter().cloned().partition(|(_, p)| reads_unknown(p));
+    let values = resolved(&known, &gather(shared, ns, &known).await?)?;
+    let sensitive_paths: Vec<String> = values
+        .iter()
+        .filter(|(_, (_, secret))| *secret)
+        .map(|(k, _)| k.clone())
+        .collect();
+    out.sensitive = deps::sensitive_attributes(p, &sensitive_paths);
+    out.for_provider = deps::merge(
+        for_provider,
+        values.iter().map(|(k, (v, _))| (k.clone(), v.clone())),
+    )?;
+    for (r, _) in &unknown_refs {
+        let (steps, _) = p.fields.argument(&r.path).map_err(Error::InvalidSpec)?;
+        out.unknown.push(steps);
     }
-    let sources = gather(shared, ns, &known).await?;
-    let resolution = resolve(&known, &sources);
+    out.shown = parsed
+        .iter()
+        .map(|(r, p)| shown(r, p.as_ref().ok(), reads_unknown(p), &values))
+        .collect();
+    Ok(out)
+}
+
+/// The values the known references resolve to, by path, each with whether it is sensitive;
+/// a reference that does not resolve is an error (the operator would wait for it).
+fn resolved(
+    known: &[(&ValueReference, std::result::Result<Parsed, Failure>)],
+    sources: &Sources,
+) -> Result<BTreeMap<String, (Json, bool)>> {
+    let resolution = resolve(known, sources);
     if !resolution.failures.is_empty() {
         let why: Vec<String> = resolution
             .failures
@@ -119,40 +144,32 @@ pub(super) async fn inputs(
         )));
     }
     let mut values: BTreeMap<String, (Json, bool)> = BTreeMap::new();
-    for v in &resolution.values {
-        values.insert(v.path.clone(), (v.value.clone(), false));
+    for v in resolution.values {
+        values.insert(v.path, (v.value, false));
     }
-    for (path, text) in &resolution.sensitive {
-        let value = serde_json::from_str(text).unwrap_or_else(|_| Json::String(text.clone()));
-        values.insert(path.clone(), (value, true));
+    for (path, text) in resolution.sensitive {
+        let value = serde_json::from_str(&text).unwrap_or(Json::String(text));
+        values.insert(path, (value, true));
     }
-    let sensitive_paths: Vec<String> = resolution.sensitive.keys().cloned().collect();
-    out.sensitive = deps::sensitive_attributes(p, &sensitive_paths);
-    out.for_provider = deps::merge(
-        for_provider,
-        values.iter().map(|(k, (v, _))| (k.clone(), v.clone())),
-    )?;
-    for r in &unknown_refs {
-        let (steps, _) = p.fields.argument(&r.path).map_err(Error::InvalidSpec)?;
-        out.unknown.push(steps);
+    Ok(values)
+}
+
+/// One `valuesFrom` entry as shown: `{path, from, value}`, redacted or unknown.
+fn shown(
+    r: &ValueReference,
+    p: Option<&Parsed>,
+    unknown: bool,
+    values: &BTreeMap<String, (Json, bool)>,
+) -> Json {
+    if unknown {
+        return json!({"path": r.path, "from": from(p), "value": UNKNOWN, "unknown": true});
     }
-    for (r, p) in known.iter().map(|(r, p)| (*r, p.as_ref().ok())) {
-        let shown = match values.get(&r.path) {
-            Some((_, true)) => SENSITIVE.to_owned(),
-            Some((v, false)) => truncate(&v.to_string(), MAX_VALUE),
-            None => "null".to_owned(),
-        };
-        out.shown
-            .push(json!({"path": r.path, "from": from(p), "value": shown}));
-    }
-    for r in unknown_refs {
-        let p = parse(r, ns, &groups).ok();
-        out.shown.push(
-            json!({"path": r.path, "from": from(p.as_ref()), "value": UNKNOWN,
-                              "unknown": true}),
-        );
-    }
-    Ok(out)
+    let value = match values.get(&r.path) {
+        Some((_, true)) => SENSITIVE.to_owned(),
+        Some((v, false)) => truncate(&v.to_string(), MAX_VALUE),
+        None => "null".to_owned(),
+    };
+    json!({"path": r.path, "from": from(p), "value": value})
 }
 
 fn from(p: Option<&Parsed>) -> String {

@@ -12,7 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use kraken_tests::operator::bed::{OBJECTS, state_secret_name, wait_condition, yaml_documents};
+use kraken_tests::operator::bed::{
+    OBJECTS, provider_config_manifest, state_secret_name, wait_condition, yaml_documents,
+};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
 use kraken_tests::{ControlPlane, TestEnv, kraken_bin, ledger, repo_root, scratch_dir};
 use serde_json::{Value, json};
@@ -78,14 +80,28 @@ fn object(ns: &str, name: &str, for_provider: Value, values_from: Value) -> Valu
            "metadata": {"name": name, "namespace": ns}, "spec": spec})
 }
 
-/// The manifest set: `a` (size `a_size`), `b` (a password from a Secret), `c` (named
-/// `c_name`), `d` (tags from `b`'s id and from the ConfigMap `settings`), and `settings`.
-fn manifests(ns: &str, a_size: u32, c_name: &str) -> String {
+/// The manifest set: `a` (size `a_size`), `b` (a password from the Secret `pw` of the set), `c` (named
+/// `c_name`, through the ProviderConfig `staged` of the set), `d` (tags from `b`'s id and from
+/// the ConfigMap `settings`), `settings`, `staged` and `pw`.
+fn manifests(bed: &FixtureBed, a_size: u32, c_name: &str) -> String {
+    let ns = bed.ns.as_str();
+    let staged = provider_config_manifest(
+        ns,
+        "staged",
+        json!({"ledgerDir": bed.ledger_dir().to_string_lossy()}),
+    );
     let settings = json!({"apiVersion": "v1", "kind": "ConfigMap",
                           "metadata": {"name": "settings", "namespace": ns},
                           "data": {"mode": "fast"}});
+    let pw = json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "pw", "namespace": ns},
+                    "stringData": {"password": PASSWORD}});
+    let mut c = object(ns, "c", json!({"name": c_name}), json!([]));
+    c["spec"]["providerConfigRef"] = json!({"name": "staged"});
     yaml_documents(&[
         settings,
+        staged,
+        pw,
         object(ns, "a", json!({"name": "a", "size": a_size}), json!([])),
         object(
             ns,
@@ -93,7 +109,7 @@ fn manifests(ns: &str, a_size: u32, c_name: &str) -> String {
             json!({"name": "b", "passwordSecretRef": {"name": "pw", "key": "password"}}),
             json!([]),
         ),
-        object(ns, "c", json!({"name": c_name}), json!([])),
+        c,
         object(
             ns,
             "d",
@@ -116,11 +132,8 @@ fn plans_manifests_without_writing_anything() -> anyhow::Result<()> {
 fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
     let ns = bed.ns.as_str();
     let dir = scratch_dir("kraken-plan-")?;
-    let pw = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pw", "namespace": ns},
-                    "stringData": {"password": PASSWORD}});
-    bed.apply(&pw.to_string())?;
     let new = dir.path().join("new.yaml");
-    std::fs::write(&new, manifests(ns, 1, "c"))?;
+    std::fs::write(&new, manifests(bed, 1, "c"))?;
     let kubeconfig = bed.cp.kubeconfig();
 
     // (a) New objects: all created, their attributes listed, the password never printed.
@@ -137,13 +150,16 @@ fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
     run.has(&format!(
         "= as-is   ConfigMap {ns}/settings (v1): not a managed kind: not planned (applied as-is)"
     ))?;
+    run.has(&format!(
+        "= as-is   ProviderConfig {ns}/staged (core.kraken.dev/v1alpha1)"
+    ))?;
     // b is created by the same set: what d reads from it is not known yet.
     run.has(
         "valuesFrom tags.src <- StateDeclaration object-b.fixture path id = (known after apply)",
     )?;
     run.has("valuesFrom tags.mode <- ConfigMap settings key mode = \"fast\"")?;
     run.has(
-        "Plan: 4 to create, 0 to update, 0 to replace, 0 unchanged; 1 not planned (applied as-is).",
+        "Plan: 4 to create, 0 to update, 0 to replace, 0 unchanged; 3 not planned (applied as-is).",
     )?;
     ensure!(!run.stdout.contains(PASSWORD) && !run.stderr.contains(PASSWORD));
     let json_run = plan(kubeconfig, &[&new], &["--json"])?.expect(2, "--json plan")?;
@@ -156,6 +172,8 @@ fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
         .collect();
     let expected: BTreeMap<String, String> = [
         ("settings", "as-is"),
+        ("staged", "as-is"),
+        ("pw", "as-is"),
         ("a", "create"),
         ("b", "create"),
         ("c", "create"),
@@ -182,6 +200,14 @@ fn nothing_made(bed: &FixtureBed) -> anyhow::Result<()> {
         "Objects were created"
     );
     ensure!(bed.cp.get_json_opt(ns, "configmaps", "settings")?.is_none());
+    let pc = bed
+        .cp
+        .get_json_opt(ns, "providerconfigs.core.kraken.dev", "staged")?;
+    ensure!(pc.is_none(), "the ProviderConfig staged was created");
+    ensure!(
+        bed.cp.get_json_opt(ns, "secrets", "pw")?.is_none(),
+        "the Secret pw was created"
+    );
     for kind in [
         "statedeclarations.core.kraken.dev",
         "dependencyrequests.core.kraken.dev",
@@ -221,7 +247,7 @@ fn applied_then_changed(bed: &FixtureBed, new: &Path, dir: &Path) -> anyhow::Res
     let before = snapshot(bed)?;
 
     let changed = dir.join("changed.yaml");
-    std::fs::write(&changed, manifests(ns, 3, "c2"))?;
+    std::fs::write(&changed, manifests(bed, 3, "c2"))?;
     let run = plan(kubeconfig, &[&changed], &[])?.expect(2, "plan of a change set")?;
     eprintln!("the change set's plan:\n{}", run.stdout);
     run.has(&format!("~ update  Object {ns}/a"))?;
@@ -234,7 +260,7 @@ fn applied_then_changed(bed: &FixtureBed, new: &Path, dir: &Path) -> anyhow::Res
         "valuesFrom tags.src <- StateDeclaration object-b.fixture path id = \"{b_id}\""
     ))?;
     run.has(
-        "Plan: 0 to create, 1 to update, 1 to replace, 2 unchanged; 1 not planned (applied as-is).",
+        "Plan: 0 to create, 1 to update, 1 to replace, 2 unchanged; 3 not planned (applied as-is).",
     )?;
     ensure!(!run.stdout.contains(PASSWORD));
     let unchanged = plan(kubeconfig, &[new], &[])?.expect(0, "plan of the applied set")?;

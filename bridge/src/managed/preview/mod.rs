@@ -192,6 +192,8 @@ struct Shared {
     kinds: kinds::Kinds,
     /// ProviderConfigs, ConfigMaps and Secrets of the set, by (namespace, name).
     provider_configs: HashMap<(String, String), ProviderConfig>,
+    /// ProviderConfigs read from the cluster, so a thousand objects make one GET each.
+    cluster_provider_configs: std::sync::Mutex<HashMap<(String, String), ProviderConfig>>,
     config_maps: HashMap<(String, String), Json>,
     secrets: HashMap<(String, String), Json>,
 }
@@ -219,6 +221,7 @@ impl Planner {
             source: self.source.clone(),
             kinds,
             provider_configs: HashMap::new(),
+            cluster_provider_configs: std::sync::Mutex::default(),
             config_maps: HashMap::new(),
             secrets: HashMap::new(),
         };

@@ -23,7 +23,7 @@ use crate::managed::state::{self, Stored};
 use crate::managed::target::Target;
 use crate::managed::{CREATE_ATTEMPT_ANNOTATION, PAUSED_ANNOTATION};
 use crate::provider::lifecycle::{self, Plan};
-use crate::source::{ProviderSource as _, provider_from, read_provider_config};
+use crate::source::{config_value, provider_from, read_provider_config, secret_text};
 use crate::value::{PathStep, Value};
 
 /// Plans the object `doc` of `kind` named `name` in `ns`.
@@ -60,14 +60,7 @@ async fn plan_one(
     let live = Api::<DynamicObject>::namespaced_with(shared.client.clone(), ns, &kind.resource)
         .get_opt(name)
         .await?;
-    let pc_name = spec.provider_config();
-    let pc = match shared
-        .provider_configs
-        .get(&(ns.to_owned(), pc_name.to_owned()))
-    {
-        Some(pc) => pc.clone(),
-        None => read_provider_config(&shared.client, ns, pc_name).await?,
-    };
+    let pc = provider_config(shared, ns, spec.provider_config()).await?;
     let p = provider_from(&shared.source, kind, ns, &pc).await?;
     let t = Target::new(&p, &kind.type_name)?;
     let inputs = values::inputs(
@@ -107,6 +100,34 @@ async fn plan_one(
     })
 }
 
+/// The ProviderConfig `name`: the set's, else the cluster's (read once).
+async fn provider_config(
+    shared: &Shared,
+    ns: &str,
+    name: &str,
+) -> Result<crate::core_kinds::ProviderConfig> {
+    let key = (ns.to_owned(), name.to_owned());
+    if let Some(pc) = shared.provider_configs.get(&key) {
+        return Ok(pc.clone());
+    }
+    let cached = shared
+        .cluster_provider_configs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    if let Some(pc) = cached {
+        return Ok(pc);
+    }
+    let pc = read_provider_config(&shared.client, ns, name).await?;
+    shared
+        .cluster_provider_configs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, pc.clone());
+    Ok(pc)
+}
+
 /// The configuration value, with the arguments fed by outputs not known yet unknown.
 async fn configuration(
     shared: &Shared,
@@ -115,16 +136,24 @@ async fn configuration(
     spec: &ManagedSpec,
     inputs: &Inputs,
 ) -> Result<Value> {
-    let mut config = shared
-        .source
-        .resource_config(
-            t.p,
-            t.type_name,
-            ns,
-            &inputs.for_provider,
-            !spec.values_from.is_empty(),
-        )
-        .await?;
+    // The Secrets spec.forProvider names: the set's stand in for the cluster's.
+    let mut secrets = std::collections::HashMap::new();
+    for r in t.fields().secret_refs(&inputs.for_provider) {
+        let Some(secret) = values::secret(shared, ns, &r.name).await? else {
+            let missing = format!("Secret {} not found", r.name);
+            return Err(crate::source::Error::SecretMissing(missing).into());
+        };
+        let text = secret_text(&secret, &r.name, &r.key)?;
+        secrets.insert(r, text);
+    }
+    let with_values = !spec.values_from.is_empty();
+    let mut config = config_value(
+        t.p,
+        t.type_name,
+        &inputs.for_provider,
+        with_values,
+        &secrets,
+    )?;
     for steps in &inputs.unknown {
         set_unknown(&mut config, steps);
     }

@@ -290,20 +290,21 @@ async fn config_map(shared: &Shared, ns: &str, name: &str) -> Result<Option<Conf
 }
 
 async fn secret_into(shared: &Shared, ns: &str, name: &str, sources: &mut Sources) -> Result<()> {
-    if sources.secrets.contains_key(name) {
-        return Ok(());
+    if !sources.secrets.contains_key(name) {
+        let secret = secret(shared, ns, name).await?;
+        sources.secrets.insert(name.to_owned(), secret);
     }
-    let secret = match shared.secrets.get(&(ns.to_owned(), name.to_owned())) {
-        Some(doc) => Some(
-            serde_json::from_value::<Secret>(doc.clone())
-                .map_err(|e| Error::InvalidSpec(format!("Secret {name} of the manifests: {e}")))?,
-        ),
-        None => {
-            Api::<Secret>::namespaced(shared.client.clone(), ns)
-                .get_opt(name)
-                .await?
-        }
-    };
-    sources.secrets.insert(name.to_owned(), secret);
     Ok(())
+}
+
+/// The Secret `name` in `ns`: the set's, else the cluster's.
+pub(super) async fn secret(shared: &Shared, ns: &str, name: &str) -> Result<Option<Secret>> {
+    match shared.secrets.get(&(ns.to_owned(), name.to_owned())) {
+        Some(doc) => serde_json::from_value::<Secret>(doc.clone())
+            .map(Some)
+            .map_err(|e| Error::InvalidSpec(format!("Secret {name} of the manifests: {e}"))),
+        None => Ok(Api::<Secret>::namespaced(shared.client.clone(), ns)
+            .get_opt(name)
+            .await?),
+    }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-use crate::managed::preview::{Item, ObjectPlan, Outcome, Report, action_word, changes_anything};
+use crate::managed::preview::{Item, ObjectPlan, Outcome, Report, action_word};
 use crate::provider::lifecycle::Action;
 
 const GREEN: &str = "\x1b[32m";
@@ -78,11 +78,9 @@ fn planned_text(out: &mut String, title: &str, p: &ObjectPlan, paint: &Paint) {
     };
     let head = format!("{symbol:>3} {:<7} {title}", action_word(p.action));
     let _ = writeln!(out, "{}", paint.on(code, &head));
-    let show_changes = changes_anything(p.action);
-    if show_changes {
-        for c in &p.changes {
-            let _ = writeln!(out, "{}", change_line(c, p.action, paint));
-        }
+    // A no-op lists nothing, except an ObserveOnly object's drift (reported, never changed).
+    for c in &p.changes {
+        let _ = writeln!(out, "{}", change_line(c, p.action, paint));
     }
     for v in &p.values_from {
         let s = |k: &str| v.get(k).and_then(Json::as_str).unwrap_or_default();

@@ -29,7 +29,15 @@ pub(super) enum Class {
 
 impl Kinds {
     pub(super) async fn discover(client: &kube::Client) -> Result<Self, kube::Error> {
-        let discovery = Discovery::new(client.clone()).run_aggregated().await?;
+        // Aggregated discovery is one or two requests; an API server older than 1.26 has
+        // none, and is asked group by group instead.
+        let discovery = match Discovery::new(client.clone()).run_aggregated().await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!("aggregated discovery failed ({e}); discovering group by group");
+                Discovery::new(client.clone()).run().await?
+            }
+        };
         Ok(Self {
             discovery,
             managed: HashMap::new(),

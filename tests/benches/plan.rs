@@ -9,7 +9,8 @@
 //! `terraform plan -refresh=false` from an empty state (its default `-parallelism=10`; `init` is
 //! not timed). No operator runs: planning new objects needs none.
 //!
-//! Knobs: `KRAKEN_BENCH_PLAN_N` (1000), `KRAKEN_BENCH_RUNS` (3).
+//! Knobs: `KRAKEN_BENCH_PLAN_N` (1000), `KRAKEN_BENCH_RUNS` (3), `KRAKEN_BENCH_OPERATORS`
+//! (`label=path` pairs: the `kraken` builds to time, interleaved; default this checkout's).
 //!
 //! ```sh
 //! cargo bench -p kraken-tests --bench plan
@@ -21,9 +22,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use kraken_tests::bench::{env_or, pct};
+use kraken_tests::bench::{env_or, operator_builds, pct};
 use kraken_tests::operator::bed::{object_manifest, provider_config_manifest, yaml_documents};
-use kraken_tests::{ControlPlane, TestEnv, kraken_bin, repo_root, scratch_dir};
+use kraken_tests::{ControlPlane, TestEnv, repo_root, scratch_dir};
 use serde_json::json;
 
 const NS: &str = "bench-plan";
@@ -60,17 +61,21 @@ fn main() -> anyhow::Result<()> {
     std::fs::write(&manifests, yaml_documents(&docs))?;
     let tf = terraform_dir(&env, n, ledger.path())?;
 
-    let mut kraken = Vec::new();
+    let builds = operator_builds()?;
+    let mut kraken: Vec<Vec<Duration>> = vec![Vec::new(); builds.len()];
     let mut terraform = Vec::new();
     for run in 1..=runs {
-        let k = kraken_plan(&env, &cp, &manifests, n)?;
+        for (b, times) in builds.iter().zip(kraken.iter_mut()) {
+            let k = kraken_plan(&b.bin, (&env, &cp), &manifests, n)?;
+            eprintln!(
+                "run {run}: kraken plan ({}) {:.2} s",
+                b.label,
+                k.as_secs_f64()
+            );
+            times.push(k);
+        }
         let t = terraform_plan(&env, tf.path(), n)?;
-        eprintln!(
-            "run {run}: kraken plan {:.2} s, terraform plan {:.2} s",
-            k.as_secs_f64(),
-            t.as_secs_f64()
-        );
-        kraken.push(k);
+        eprintln!("run {run}: terraform plan {:.2} s", t.as_secs_f64());
         terraform.push(t);
     }
     ensure!(
@@ -80,13 +85,16 @@ fn main() -> anyhow::Result<()> {
     println!("\n#### Planning {n} new fixture objects, {runs} runs\n");
     println!("| command | median | min | max |");
     println!("|---|---|---|---|");
-    for (label, v) in [
-        ("`kraken plan -f` (concurrency 16)", &kraken),
-        (
-            "`terraform plan -refresh=false` (parallelism 10)",
-            &terraform,
-        ),
-    ] {
+    let mut rows: Vec<(String, &Vec<Duration>)> = builds
+        .iter()
+        .zip(&kraken)
+        .map(|(b, v)| (format!("`kraken plan -f` ({}, concurrency 16)", b.label), v))
+        .collect();
+    rows.push((
+        "`terraform plan -refresh=false` (parallelism 10)".to_owned(),
+        &terraform,
+    ));
+    for (label, v) in rows {
         println!(
             "| {label} | {:.2} s | {:.2} s | {:.2} s |",
             pct(v, 0.5).as_secs_f64(),
@@ -97,15 +105,15 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One `kraken plan` of the N manifests: it must plan N creates and exit 2.
+/// One `kraken plan` of the N manifests with `bin`: it must plan N creates and exit 2.
 fn kraken_plan(
-    env: &TestEnv,
-    cp: &ControlPlane,
+    bin: &Path,
+    (env, cp): (&TestEnv, &ControlPlane),
     manifests: &Path,
     n: usize,
 ) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let out = Command::new(kraken_bin()?)
+    let out = Command::new(bin)
         .arg("plan")
         .arg("--kubeconfig")
         .arg(cp.kubeconfig())

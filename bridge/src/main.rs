@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     match runtime.block_on(cli.run()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE

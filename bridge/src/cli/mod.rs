@@ -10,6 +10,7 @@ mod codegen;
 mod fetch;
 pub mod kubectl;
 mod operator;
+mod plan;
 mod schema;
 
 #[derive(Debug, Parser)]
@@ -48,6 +49,9 @@ pub enum Command {
     /// The kubectl plugin's commands (show-plan, approve, get), as `kubectl kraken` runs them.
     #[command(long_about = kubectl::KUBECTL_ABOUT)]
     Kubectl(kubectl::KubectlArgs),
+    /// Show what applying manifests would do (like terraform plan), applying nothing.
+    #[command(long_about = plan::PLAN_ABOUT)]
+    Plan(plan::PlanArgs),
 }
 
 const CODEGEN_ABOUT: &str =
@@ -135,15 +139,18 @@ impl Cli {
         Self::try_parse_from(args)
     }
 
-    pub async fn run(self) -> anyhow::Result<()> {
-        match self.command {
+    /// Runs the subcommand; the exit status it ends with (`kraken plan` has three).
+    pub async fn run(self) -> anyhow::Result<std::process::ExitCode> {
+        let done = match self.command {
             Command::Schema(args) => schema::run(args).await,
             Command::Codegen(args) => codegen::run(args).await,
             Command::Fetch(args) => fetch::run(args).await,
             Command::Operator(args) => operator::run(args).await,
             Command::Activate(args) => activate::run(args).await,
-            Command::Kubectl(args) => kubectl::run(args).await,
-        }
+            Command::Kubectl(args) => return kubectl::run(args).await,
+            Command::Plan(args) => return plan::run(args).await,
+        };
+        done.map(|()| std::process::ExitCode::SUCCESS)
     }
 }
 

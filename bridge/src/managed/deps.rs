@@ -110,7 +110,10 @@ pub async fn inputs(
 
 /// The top-level attributes the sensitive `valuesFrom` paths set (a value inside `tags` makes
 /// all of `tags` sensitive, as Terraform marks a whole value derived from a sensitive one).
-fn sensitive_attributes(p: &Configured, paths: &[String]) -> std::collections::BTreeSet<String> {
+pub(super) fn sensitive_attributes(
+    p: &Configured,
+    paths: &[String],
+) -> std::collections::BTreeSet<String> {
     paths
         .iter()
         .filter_map(|path| match p.fields.argument(path).ok()?.0.first()? {
@@ -144,7 +147,7 @@ pub fn without_sensitive_inputs(run: &Run<'_>, state: &Value) -> Json {
 
 /// The references `spec.valuesFrom` makes, each with the type and sensitivity of the argument
 /// it sets.
-fn references(
+pub(super) fn references(
     p: &Configured,
     type_name: &str,
     values_from: &[Json],
@@ -168,7 +171,10 @@ fn references(
 
 /// `for_provider` with the resolved `values` set at their paths; a path also set in
 /// `spec.forProvider` is an error.
-fn merge(for_provider: &Json, values: impl IntoIterator<Item = (String, Json)>) -> Result<Json> {
+pub(super) fn merge(
+    for_provider: &Json,
+    values: impl IntoIterator<Item = (String, Json)>,
+) -> Result<Json> {
     let mut merged = match for_provider {
         Json::Object(_) => for_provider.clone(),
         _ => json!({}),

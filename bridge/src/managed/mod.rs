@@ -25,6 +25,7 @@ mod observe;
 mod plan;
 pub mod plan_key;
 pub mod plan_status;
+pub mod preview;
 mod reconcile;
 mod report;
 mod spec;

@@ -237,7 +237,19 @@ async fn provider(
         Some(pc) => pc,
         None => Arc::new(read_provider_config(&ctx.client, namespace, pc_name).await?),
     };
-    let (resolved, host, config_digest) = configured(ctx, namespace, &pc).await?;
+    provider_from(ctx, kind, namespace, &pc).await
+}
+
+/// The configured provider for a resource of `kind` in `namespace` using the ProviderConfig
+/// `pc` as given: read from the API server by a reconcile, or not applied yet (`kraken plan`
+/// over manifests that include it).
+pub async fn provider_from(
+    ctx: &Source,
+    kind: &KindInfo,
+    namespace: &str,
+    pc: &ProviderConfig,
+) -> Result<Configured> {
+    let (resolved, host, config_digest) = configured(ctx, namespace, pc).await?;
     let label = format!("{} {}", resolved.address, resolved.version);
     let fields = |resource: &kraken_codegen::schema::Schema| {
         ctx.field_map(
@@ -252,7 +264,7 @@ async fn provider(
 
 /// ProviderConfig `pc_name` in `namespace`, read from the API server; errors name what is
 /// missing.
-async fn read_provider_config(
+pub async fn read_provider_config(
     client: &Client,
     namespace: &str,
     pc_name: &str,
@@ -454,6 +466,19 @@ async fn resource_config(
         let v = secret_value(&secrets, &r.name, &r.key).await?;
         values.insert(r, v);
     }
+    config_value(provider, type_name, for_provider, with_values, &values)
+}
+
+/// [`ProviderSource::resource_config`] once the Secret values `spec.forProvider` references
+/// are read (`values`, by reference): pure, so `kraken plan` can read them elsewhere (a Secret
+/// of its manifests stands in for one not applied yet).
+pub fn config_value(
+    provider: &Configured,
+    type_name: &str,
+    for_provider: &Json,
+    with_values: bool,
+    values: &HashMap<SecretRef, String>,
+) -> Result<Value> {
     let mut secret = |r: &SecretRef| {
         values
             .get(r)
@@ -488,10 +513,16 @@ async fn resource_config(
 
 /// One key of a Secret, as text.
 async fn secret_value(secrets: &Api<Secret>, name: &str, key: &str) -> Result<String> {
-    let Some(secret) = secrets.get_opt(name).await? else {
-        return Err(Error::SecretMissing(format!("Secret {name} not found")));
-    };
-    if let Some(why) = crate::core_kinds::secret_off_limits(&secret) {
+    match secrets.get_opt(name).await? {
+        Some(secret) => secret_text(&secret, name, key),
+        None => Err(Error::SecretMissing(format!("Secret {name} not found"))),
+    }
+}
+
+/// Key `key` of the Secret `name` (`secret`) as text, unless Kraken's own Secrets and
+/// service-account tokens are off limits for it; errors name what is wrong.
+pub fn secret_text(secret: &Secret, name: &str, key: &str) -> Result<String> {
+    if let Some(why) = crate::core_kinds::secret_off_limits(secret) {
         return Err(Error::Forbidden(format!(
             "Secret {name} cannot be referenced: {why}"
         )));

@@ -3,8 +3,7 @@
 //! One binary, two names: invoked as `kubectl-kraken` (a symlink or copy of `kraken` on PATH,
 //! which is how kubectl finds plugins) the process parses [`PluginCli`]; as `kraken` the same
 //! commands are `kraken kubectl <subcommand>`. Both hold [`KubectlArgs`], so a subcommand is
-//! written once. A new subcommand (the integrator's `plan`) is one more variant of
-//! [`KubectlCommand`] and one arm of [`run`].
+//! written once. `plan` is `kraken plan` with the plugin's connection flags.
 //!
 //! Each subcommand is a file: [`show_plan`], [`approve`], [`get`]. Below them: [`connect`]
 //! (kubeconfig, context, namespace, who the caller is), [`discover`] (which kinds are Kraken's,
@@ -23,7 +22,8 @@ use clap::{Args, Parser, Subcommand};
 /// The file name kubectl looks for on PATH for `kubectl kraken`.
 pub const PLUGIN_NAME: &str = "kubectl-kraken";
 
-pub(super) const KUBECTL_ABOUT: &str = "Show, approve and list Kraken's plans, as kubectl does.
+pub(super) const KUBECTL_ABOUT: &str =
+    "Plan, show, approve and list Kraken's plans, as kubectl does.
 
 The same commands kubectl runs as a plugin (`kubectl kraken ...`) when `kraken` is on PATH
 under the name kubectl-kraken:
@@ -33,6 +33,7 @@ under the name kubectl-kraken:
 
 Examples:
 
+    kubectl kraken plan -f manifests/ -n team-a
     kubectl kraken get -n team-a
     kubectl kraken show-plan objects.fixture.tf.kraken.dev/web -n team-a
     kubectl kraken approve objects.fixture.tf.kraken.dev/web -n team-a";
@@ -57,6 +58,9 @@ pub enum KubectlCommand {
     /// List every Kraken object with its readiness and pending plan.
     #[command(long_about = get::ABOUT)]
     Get(get::GetArgs),
+    /// Show what applying manifests would do (like terraform plan), applying nothing.
+    #[command(long_about = super::plan::PLAN_ABOUT)]
+    Plan(super::plan::PlanOptions),
 }
 
 /// The command line of `kubectl-kraken`, as kubectl runs it: `kubectl kraken <subcommand>`.
@@ -85,13 +89,20 @@ pub fn invoked_as_plugin(argv0: Option<&std::ffi::OsStr>) -> bool {
         .is_some_and(|name| name == PLUGIN_NAME)
 }
 
-pub(super) async fn run(args: KubectlArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: KubectlArgs) -> anyhow::Result<std::process::ExitCode> {
     let global = args.global;
-    match args.command {
+    let done = match args.command {
         KubectlCommand::ShowPlan(a) => show_plan::run(&global, a).await,
         KubectlCommand::Approve(a) => approve::run(&global, a).await,
         KubectlCommand::Get(a) => get::run(&global, a).await,
-    }
+        KubectlCommand::Plan(a) => {
+            let session = connect::connect(&global).await?;
+            // The plugin's -n is the session's namespace already (flag, else the context's).
+            let conn = (session.client, session.namespace);
+            return super::plan::plan(conn, None, a).await;
+        }
+    };
+    done.map(|()| std::process::ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

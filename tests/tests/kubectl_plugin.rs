@@ -132,12 +132,51 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         "metadata": {"name": "web", "namespace": bed.ns},
         "spec": {"planPolicy": "Manual", "forProvider": {"name": "web", "size": 1}},
     });
+    plans_before_applying(bed, &k, &manifest)?;
     bed.apply(&manifest.to_string())?;
     let id = pending_create(bed)?;
     lists_and_shows(bed, &k, &id)?;
     refuses_mistakes(bed, &k, &id)?;
     approves(bed, &k, &id)?;
     contexts_and_namespaces(bed, &k)
+}
+
+/// `kubectl kraken plan -f` of the manifest not applied yet: exit 2 (changes), `web` to be
+/// created; nothing written.
+fn plans_before_applying(bed: &FixtureBed, k: &Kubectl, manifest: &Value) -> anyhow::Result<()> {
+    let dir = scratch_dir("kraken-plugin-plan-")?;
+    let file = dir.path().join("web.yaml");
+    std::fs::write(&file, manifest.to_string())?;
+    let file = file.to_string_lossy().into_owned();
+    let plugins = TestEnv::load()?.path("KRAKEN_TEST_PLUGIN_DIR")?;
+    let plugins = plugins.to_string_lossy().into_owned();
+    let args = [
+        "plan",
+        "-f",
+        &file,
+        "-n",
+        &bed.ns,
+        "--plugin-dir",
+        &plugins,
+        "--no-color",
+    ];
+    let out = k.kraken(&args)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.code() == Some(2),
+        "kubectl kraken plan exited {} (want 2: changes):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        stdout.contains("+ create") && stdout.contains("web"),
+        "{stdout}"
+    );
+    ensure!(
+        bed.object_opt("web")?.is_none(),
+        "kubectl kraken plan created web"
+    );
+    Ok(())
 }
 
 /// Waits until the Object `web` holds a Create plan; returns its id.

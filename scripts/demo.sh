@@ -184,7 +184,9 @@ case "${1:-demo}" in
     kubectl get kraken -A
     next_steps
     say "press Ctrl-C to stop and clean up"
-    while sleep 3600; do :; done
+    # In the background and waited for, so a TERM (not only a terminal's Ctrl-C, which reaches
+    # the sleep too) runs the clean-up at once.
+    while :; do sleep 3600 & wait $!; done
     ;;
   up)
     prepare

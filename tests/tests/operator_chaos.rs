@@ -502,14 +502,41 @@ fn apiserver_outage(bed: &mut FixtureBed) -> anyhow::Result<()> {
         );
     }
     let pid = bed.op.pid();
+    // From now on every apply takes 6 s, so that the recreate of the vanished o-3 below is in
+    // the provider when the API server goes: the object is made during the outage and its
+    // state cannot be saved, and the next pass must find it rather than make another.
+    bed.apply_provider_config("default", json!({"applyDelayMs": 6000}))?;
+    wait_for(
+        Duration::from_secs(30),
+        "the operator to see the slower ProviderConfig",
+        || {
+            let pc = bed
+                .cp
+                .get_json(&bed.ns, "providerconfigs.core.kraken.dev", "default")?;
+            let seen = pc["status"]["observedGeneration"] == pc["metadata"]["generation"];
+            Ok(seen.then_some(()))
+        },
+    )?;
+    let fence = |obj: &Value| obj["metadata"]["annotations"]["kraken.dev/create-attempt"].clone();
+    let first_fence = fence(&bed.object("o-3")?);
 
     // Just before the outage: a spec change, a drifted object and a vanished one.
     bed.apply(&yaml_documents(&[object("o-0", 8), object("o-1", 8)]))?;
     ledger::edit_object(bed.ledger_dir(), &ids["o-2"], |o| o["size"] = json!(99))?;
     ledger::remove_object(bed.ledger_dir(), &ids["o-3"])?;
+    // The recreate has begun once its fence is on the object (written before the provider is
+    // asked); the provider then waits 6 s before it makes the object.
+    wait_for(Duration::from_secs(30), "o-3's recreate to begin", || {
+        let f = fence(&bed.object("o-3")?);
+        Ok((f.is_string() && f != first_fence).then_some(()))
+    })?;
     let outage = Instant::now();
     bed.cp.stop_apiserver()?;
     eprintln!("[outage] API server stopped");
+    ensure!(
+        creates_by_name(bed.ledger_dir())?.get("o-3").map(Vec::len) == Some(1),
+        "o-3's recreate finished before the API server stopped; the test needs it in flight"
+    );
     for _ in 0..3 {
         std::thread::sleep(Duration::from_secs(10));
         if let Some(status) = bed.op.exit_status()? {
@@ -574,11 +601,14 @@ fn apiserver_outage(bed: &mut FixtureBed) -> anyhow::Result<()> {
             "{n} kept its id"
         );
     }
-    // o-3 vanished from the cloud, so exactly one more create: the drift correction.
+    // o-3 vanished from the cloud, so exactly one more create: the drift correction, made
+    // during the outage and found by name afterwards (its state could not be saved).
     ensure!(
         creates.get("o-3").map(Vec::len) == Some(2),
         "o-3: the original create and one recreate: {creates:?}"
     );
+    let found = bed.wait_event("o-3", "Recovered", Duration::from_secs(30))?;
+    eprintln!("[outage] o-3: {found}");
     ensure!(
         ledger::objects(bed.ledger_dir())?.len() == 4,
         "exactly four live objects"

@@ -9,8 +9,11 @@ use crate::provider::lifecycle::Action as PlanAction;
 /// Where a pass learns what exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// Stored state: refresh it from the provider.
-    Refresh,
+    /// Stored state: refresh it from the provider. `pending` is a create fence the stored state
+    /// did not complete: a recreate (the stored object had vanished) cut off before its state
+    /// was saved, by a crash or an API server outage. If the stored object is gone, what that
+    /// create made must be looked for before anything is created again.
+    Refresh { pending: Option<String> },
     /// No state, and `importId` names an object: adopt it.
     Import(String),
     /// No state, and a create fence no stored state completed: look for what that create made.
@@ -27,14 +30,15 @@ pub fn origin(
     fence: Option<&str>,
     completed: Option<&str>,
 ) -> Origin {
+    let open = fence.filter(|a| Some(*a) != completed).map(str::to_owned);
     if has_state {
-        return Origin::Refresh;
+        return Origin::Refresh { pending: open };
     }
     if let Some(id) = import_id {
         return Origin::Import(id.to_owned());
     }
-    match fence.filter(|a| Some(*a) != completed) {
-        Some(attempt) => Origin::Recover(attempt.to_owned()),
+    match open {
+        Some(attempt) => Origin::Recover(attempt),
         None => Origin::Nothing,
     }
 }
@@ -157,8 +161,22 @@ mod tests {
         let cases = [
             (
                 "stored state wins",
+                (true, Some("x"), Some("t1"), Some("t1")),
+                Origin::Refresh { pending: None },
+            ),
+            (
+                "stored state and a recreate it did not complete",
+                (true, None, Some("t2"), Some("t1")),
+                Origin::Refresh {
+                    pending: Some("t2".into()),
+                },
+            ),
+            (
+                "stored state from before fences were completed",
                 (true, Some("x"), Some("t1"), None),
-                Origin::Refresh,
+                Origin::Refresh {
+                    pending: Some("t1".into()),
+                },
             ),
             (
                 "import",

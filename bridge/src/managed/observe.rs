@@ -21,8 +21,9 @@ pub(super) struct Observed {
     pub(super) saved: Saved,
 }
 
-/// Step: establish what exists — restore the stored state and refresh it, or (no state yet)
-/// adopt the object `importId` names, or find the object an interrupted create made.
+/// Step: establish what exists — restore the stored state and refresh it (when the stored
+/// object is gone and a later create fence is open, find what that create made first), or (no
+/// state yet) adopt the object `importId` names, or find the object an interrupted create made.
 pub(super) async fn observe(
     run: &mut Run<'_>,
     t: &Target<'_>,
@@ -49,20 +50,24 @@ pub(super) async fn observe(
         completed.as_deref(),
     );
     match origin {
-        Origin::Refresh => {
+        Origin::Refresh { pending } => {
             let read = lifecycle::read(t.host(), t.type_name, &restored.state, &restored.private)
                 .await
                 .map_err(|e| t.lifecycle_err("read", e))?;
-            if read.new_state.is_null() {
-                if spec.observe_only() {
-                    return Err(Error::ExternalObjectMissing(format!(
-                        "the observed {} no longer exists",
-                        t.type_name
-                    )));
-                }
-                found.recreate = true;
-            } else {
+            if !read.new_state.is_null() {
                 (found.state, found.private) = (read.new_state, read.private);
+            } else if spec.observe_only() {
+                return Err(Error::ExternalObjectMissing(format!(
+                    "the observed {} no longer exists",
+                    t.type_name
+                )));
+            } else if let Some(attempt) = pending
+                && let Some(recovered) = recover(t, spec, config, &attempt).await?
+            {
+                // The recreate that followed the vanishing made it; its state was never saved.
+                adopt_recovered(run, t, recovered, attempt, &mut found).await?;
+            } else {
+                found.recreate = true;
             }
         }
         Origin::Import(id) => import(run, t, &id, &mut found).await?,

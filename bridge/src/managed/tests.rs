@@ -384,6 +384,38 @@ async fn a_crashed_create_whose_object_vanished_creates_again() -> anyhow::Resul
     Ok(())
 }
 
+/// The object vanished, the pass recreated it, and the API server failed before the new state
+/// was saved (an outage, or a crash at that moment): the stored state still names the vanished
+/// object. The next pass must find the new object by name, never make a third.
+#[tokio::test]
+async fn a_recreate_whose_state_was_not_saved_is_found_not_made_again() -> anyhow::Result<()> {
+    let env = Env::new();
+    env.plugin.fresh_ids();
+    created(&env, "a", thing("a")).await?;
+    let first: Vec<String> = env.plugin.objects().into_keys().collect();
+    assert_eq!(first, ["a-1"]);
+    env.plugin.put("a-1", None);
+    env.api.fail_next("PATCH", "/secrets/", 503);
+    assert!(
+        env.pass("a").await.is_err(),
+        "the state save of the recreate fails"
+    );
+    assert_eq!(env.plugin.creates(), 2, "the recreate happened");
+    env.pass("a").await?;
+    assert_eq!(env.plugin.creates(), 2, "never a third object");
+    let live: Vec<String> = env.plugin.objects().into_keys().collect();
+    assert_eq!(live, ["a-2"]);
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    let obj = env.object("a").unwrap_or_default();
+    assert_eq!(obj["status"]["atProvider"]["id"], "a-2");
+    assert!(env.events().await.contains(&"Recovered".to_owned()));
+    // And the pass after writes nothing: the recovered state is the stored one.
+    let writes = env.writes();
+    env.pass("a").await?;
+    assert_eq!(env.writes(), writes);
+    Ok(())
+}
+
 #[tokio::test]
 async fn retries_a_conflicting_status_write() -> anyhow::Result<()> {
     let env = Env::new();

@@ -44,6 +44,7 @@ struct State {
     apply_error: bool,
     import_error: bool,
     crash_next_create: bool,
+    fresh_ids: bool,
 }
 
 /// The fake provider; share it with `Arc` (the table lives inside).
@@ -181,6 +182,12 @@ impl FakePlugin {
         self.lock().import_error = on;
     }
 
+    /// From now on a create gives each object an id of its own (`<name>-<n>`), as most clouds
+    /// do, instead of its name; an import by name still finds it.
+    pub fn fresh_ids(&self) {
+        self.lock().fresh_ids = true;
+    }
+
     /// The next create makes the object and then fails as a crashed process does.
     pub fn crash_next_create(&self) {
         self.lock().crash_next_create = true;
@@ -195,10 +202,15 @@ impl FakePlugin {
                 Some(Value::String(n)) => n.clone(),
                 _ => String::new(),
             };
-            set(&mut object, "id", Value::string(name.clone()));
-            set(&mut object, "token", Value::string(format!("token-{name}")));
-            s.objects.insert(name, object.clone());
             s.creates += 1;
+            let id = if s.fresh_ids {
+                format!("{name}-{}", s.creates)
+            } else {
+                name.clone()
+            };
+            set(&mut object, "id", Value::string(id.clone()));
+            set(&mut object, "token", Value::string(format!("token-{name}")));
+            s.objects.insert(id, object.clone());
             if std::mem::take(&mut s.crash_next_create) {
                 return Err(ProviderError::Crashed {
                     rpc: "ApplyResourceChange",
@@ -356,6 +368,17 @@ impl Plugin for FakePlugin {
                     .collect(),
             ),
             None => Value::Null,
+        };
+        // An import id is the object's id, or (with fresh ids) its name.
+        let id = {
+            let s = self.lock();
+            let by_name = s.objects.iter().find(|(_, o)| {
+                matches!(get(o, "name").map(Value::untyped), Some(Value::String(n)) if n == id)
+            });
+            match by_name {
+                Some((key, _)) if !s.objects.contains_key(id) => key.clone(),
+                _ => id.to_owned(),
+            }
         };
         set(&mut state, "id", Value::string(id));
         Ok(ImportResponse {

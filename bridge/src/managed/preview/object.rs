@@ -261,10 +261,16 @@ async fn observe(
         completed.as_deref(),
     );
     match origin {
-        Origin::Refresh => {
+        Origin::Refresh { pending } => {
             let read = lifecycle::read(t.host(), t.type_name, &restored.state, &restored.private)
                 .await
                 .map_err(|e| t.lifecycle_err("read", e))?;
+            if read.new_state.is_null()
+                && let Some(attempt) = pending
+                && let Some(found) = recover(t, spec, config, &attempt).await?
+            {
+                return Ok((found.new_state, found.private, false));
+            }
             let gone = read.new_state.is_null();
             Ok((read.new_state, read.private, gone))
         }

@@ -2,9 +2,10 @@
 //! kube-apiserver + etcd, the operator as a process and the fixture provider. Under
 //! `planPolicy: Manual` a create and an update wait as `status.plan` until the annotation
 //! `kraken.dev/approve-plan` names the fresh plan's id; an approval given before a spec change
-//! is stale and applies nothing; an approval survives an operator restart (the id is keyed with
-//! the Secret `kraken-plan-key`, read again at start-up). The fixture's ledger proves what
-//! really happened.
+//! is stale and applies nothing, as is one given after an input, the live object or the
+//! ProviderConfig moved; an approval survives an operator restart (the id is keyed with the
+//! Secret `kraken-plan-key`, read again at start-up). The fixture's ledger proves what really
+//! happened.
 
 use std::time::Duration;
 
@@ -380,5 +381,169 @@ fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
         "{:?}",
         ops(bed)?
     );
+    Ok(())
+}
+
+/// Every cause of a stale approval but the provider version (a unit test covers that one, in
+/// `managed::plan`), against the real parts: an input from a ConfigMap, the live object
+/// (the fixture's ledger edited behind Kraken's back) and the ProviderConfig each move between
+/// the plan a person saw and their approval of it. Each time nothing is applied, a `PlanStale`
+/// Event names what moved, and a new plan waits. The object is paused while the change and the
+/// approval are made, so the operator sees both at once, as it would if they raced.
+#[test]
+fn approvals_go_stale_when_an_input_the_live_object_or_the_config_moves() -> anyhow::Result<()> {
+    let mut bed = FixtureBed::start("stale", OperatorOptions::default())?;
+    let result = stale_causes(&mut bed);
+    bed.finish(result)
+}
+
+/// The ConfigMap `inputs` with `size`.
+fn inputs(bed: &FixtureBed, size: u32) -> anyhow::Result<()> {
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "inputs", "namespace": bed.ns},
+        "data": {"size": size.to_string()},
+    });
+    bed.apply(&cm.to_string())?;
+    Ok(())
+}
+
+/// The Object `web` under planPolicy Manual, its size read from the ConfigMap `inputs`.
+fn fed_web(bed: &FixtureBed) -> anyhow::Result<()> {
+    let manifest = json!({
+        "apiVersion": OBJECT_API_VERSION, "kind": OBJECT_KIND,
+        "metadata": {"name": "web", "namespace": bed.ns},
+        "spec": {
+            "planPolicy": "Manual",
+            "driftInterval": "2s",
+            "forProvider": {"name": "web"},
+            "valuesFrom": [{"path": "size", "configMapKeyRef": {"name": "inputs", "key": "size"}}],
+        },
+    });
+    bed.apply(&manifest.to_string())?;
+    Ok(())
+}
+
+/// Waits for a held plan whose id is not `other` (any reason); returns the object.
+fn held_other_than(bed: &FixtureBed, other: &str) -> anyhow::Result<Value> {
+    kraken_tests::wait_for(CONVERGE, &format!("a held plan other than {other}"), || {
+        let obj = bed.object("web")?;
+        let id = obj["status"]["plan"]["id"].as_str().unwrap_or_default();
+        let synced = condition(&obj, "Synced");
+        if !id.is_empty()
+            && id != other
+            && synced.as_ref().is_some_and(|(s, r, _)| {
+                s == "False" && (r == "PlanPending" || r == "DriftPending")
+            })
+        {
+            return Ok(Some(obj));
+        }
+        anyhow::bail!("{}; plan {}", describe(&obj), obj["status"]["plan"])
+    })
+}
+
+fn set_paused(bed: &FixtureBed, paused: bool) -> anyhow::Result<()> {
+    let annotation = if paused {
+        "kraken.dev/paused=true"
+    } else {
+        "kraken.dev/paused-"
+    };
+    bed.cp.kubectl(&[
+        "annotate",
+        OBJECTS,
+        "web",
+        "-n",
+        &bed.ns,
+        "--overwrite",
+        annotation,
+    ])?;
+    if paused {
+        bed.wait_synced("web", "False", "ReconcilePaused", CONVERGE)?;
+    }
+    Ok(())
+}
+
+/// While `web` is paused: `moved` changes something, then plan `shown` is approved; unpaused,
+/// the approval must be stale for a reason naming `why`, apply nothing, and leave a new plan.
+fn approve_after(
+    bed: &FixtureBed,
+    shown: &str,
+    why: &str,
+    moved: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<Value> {
+    let before = ops(bed)?;
+    set_paused(bed, true)?;
+    moved()?;
+    approve(bed, shown)?;
+    set_paused(bed, false)?;
+    let stale = format!("the approved plan {shown} is stale");
+    let message = kraken_tests::wait_for(CONVERGE, &format!("PlanStale: {why}"), || {
+        let events = bed.events("web")?;
+        match events
+            .iter()
+            .find(|(r, m)| r == "PlanStale" && m.contains(&stale))
+        {
+            Some((_, m)) => Ok(Some(m.clone())),
+            None => anyhow::bail!("Events about web: {events:?}"),
+        }
+    })?;
+    ensure!(message.contains(why), "stale for another reason: {message}");
+    let obj = held_other_than(bed, shown)?;
+    ensure!(
+        ops(bed)? == before,
+        "applied a stale approval: {:?}",
+        ops(bed)?
+    );
+    Ok(obj)
+}
+
+fn stale_causes(bed: &mut FixtureBed) -> anyhow::Result<()> {
+    inputs(bed, 1)?;
+    fed_web(bed)?;
+    let obj = pending(bed, "Create")?;
+    approve(bed, &plan_id(&obj)?)?;
+    let obj = bed.wait_reconciled("web", CONVERGE)?;
+    ensure!(ops(bed)? == ["create web"], "{:?}", ops(bed)?);
+    let id = obj["status"]["externalId"]
+        .as_str()
+        .context("no externalId")?
+        .to_owned();
+
+    // An input moves: the ConfigMap says 2, that plan is shown, then it says 3.
+    inputs(bed, 2)?;
+    let obj = held_other_than(bed, "")?;
+    let synced = condition(&obj, "Synced");
+    ensure!(
+        synced
+            .as_ref()
+            .is_some_and(|(_, r, m)| r == "PlanPending" && !m.contains("outside Kraken")),
+        "a moved input is a change, not drift: {synced:?}"
+    );
+    let shown = plan_id(&obj)?;
+    let obj = approve_after(bed, &shown, "the resolved inputs changed", || {
+        inputs(bed, 3)
+    })?;
+
+    // The live object moves: someone sets its size to 77 behind Kraken's back.
+    let shown = plan_id(&obj)?;
+    let obj = approve_after(bed, &shown, "the external object changed", || {
+        kraken_tests::ledger::edit_object(bed.ledger_dir(), &id, |o| o["size"] = json!(77))
+    })?;
+
+    // The ProviderConfig moves.
+    let shown = plan_id(&obj)?;
+    let obj = approve_after(bed, &shown, "the ProviderConfig changed", || {
+        bed.apply_provider_config("default", json!({"applyDelayMs": 1}))
+    })?;
+
+    // The fresh plan, approved as it is, applies: the live object gets the input's size.
+    approve(bed, &plan_id(&obj)?)?;
+    let obj = bed.wait_reconciled("web", CONVERGE)?;
+    ensure!(
+        obj["status"]["atProvider"]["size"] == 3,
+        "{}",
+        obj["status"]
+    );
+    ensure!(ops(bed)? == ["create web", "update web"], "{:?}", ops(bed)?);
     Ok(())
 }

@@ -53,8 +53,7 @@ pub enum Act {
     Settle,
     /// Create, fenced; `recreate` when the object was deleted outside Kraken.
     Create { recreate: bool },
-    /// Update in place; `drift` when the spec did not change since the last pass, so the
-    /// object changed outside Kraken.
+    /// Update in place; `drift` when the object changed outside Kraken ([`Facts::drifted`]).
     Update { drift: bool },
     /// Destroy, then create.
     Replace,
@@ -69,8 +68,11 @@ pub struct Facts {
     pub refuse_replace: bool,
     /// The object was deleted outside Kraken.
     pub recreate: bool,
-    /// `status.observedGeneration` is the object's generation: the spec is unchanged.
-    pub spec_unchanged: bool,
+    /// The external object changed outside Kraken: the spec is unchanged since the last pass
+    /// (`status.observedGeneration` is the generation, no spec change held) and the refresh
+    /// found the object different from the stored state. An update without this comes from the
+    /// spec or from a resolved input (`valuesFrom`, a Secret), not from drift.
+    pub drifted: bool,
 }
 
 /// The step a plan of `action` calls for.
@@ -85,9 +87,7 @@ pub fn act(action: PlanAction, f: Facts) -> Act {
         PlanAction::Create => Act::Create {
             recreate: f.recreate,
         },
-        PlanAction::Update => Act::Update {
-            drift: f.spec_unchanged,
-        },
+        PlanAction::Update => Act::Update { drift: f.drifted },
         PlanAction::Replace if f.refuse_replace => Act::RefuseReplace,
         PlanAction::Replace => Act::Replace,
     }
@@ -220,10 +220,7 @@ mod tests {
             recreate: true,
             ..f
         };
-        let unchanged = Facts {
-            spec_unchanged: true,
-            ..f
-        };
+        let unchanged = Facts { drifted: true, ..f };
         use PlanAction as P;
         let cases = [
             (

@@ -16,6 +16,9 @@ pub(super) struct Observed {
     pub(super) private: Vec<u8>,
     /// The object was deleted outside Kraken and must be created again.
     pub(super) recreate: bool,
+    /// The refresh found the object different from the stored state: it changed outside
+    /// Kraken (or the provider reports it differently now).
+    pub(super) moved: bool,
     /// The create attempt the stored state completed.
     pub(super) completed: Option<String>,
     pub(super) saved: Saved,
@@ -39,6 +42,7 @@ pub(super) async fn observe(
         state: Value::Null,
         private: Vec::new(),
         recreate: false,
+        moved: false,
         completed: completed.clone(),
         saved: Saved::from(&restored),
     };
@@ -55,6 +59,7 @@ pub(super) async fn observe(
                 .await
                 .map_err(|e| t.lifecycle_err("read", e))?;
             if !read.new_state.is_null() {
+                found.moved = read.new_state != restored.state;
                 (found.state, found.private) = (read.new_state, read.private);
             } else if spec.observe_only() {
                 return Err(Error::ExternalObjectMissing(format!(

@@ -322,7 +322,7 @@ fn notes(
         observe_only: spec.observe_only(),
         refuse_replace: spec.replace_policy.as_deref() == Some("Refuse"),
         recreate,
-        spec_unchanged: false,
+        drifted: false,
     };
     let act = decide::act(plan.action, facts);
     match act {

@@ -59,12 +59,15 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
         observe_only,
         refuse_replace: spec.replace_policy.as_deref() == Some("Refuse"),
         recreate: observed.recreate,
-        // A spec change held for approval was observed but not applied: not drift. Nor is an
-        // update of an object the refresh found as stored (an input moved), unless it is the
-        // drift held before (whose refreshed state the hold stored).
-        drifted: (observed.moved || held_reason(run) == Some(hold::DRIFT_PENDING))
-            && run.status.get("observedGeneration").and_then(Json::as_i64) == run.generation()
-            && held_reason(run).is_none_or(|r| r == hold::DRIFT_PENDING),
+        drifted: decide::drifted(
+            observed.moved,
+            run.status.get("observedGeneration").and_then(Json::as_i64) == run.generation(),
+            match held_reason(run) {
+                None => decide::Held::Nothing,
+                Some(hold::DRIFT_PENDING) => decide::Held::Drift,
+                Some(_) => decide::Held::Change,
+            },
+        ),
     };
     let act = decide::act(plan.action, facts);
     let policy = spec.plan_policy(&p);

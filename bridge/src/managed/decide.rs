@@ -1,7 +1,8 @@
 //! The pure decisions of a pass, apart from the I/O that gathers their inputs, so every branch
 //! of the controller can be checked in a table: where the pass learns what exists
-//! ([`origin`]), what it does about a plan ([`act`]), whether it waits for an approval
-//! ([`gate`]), and what a deletion does ([`on_delete`]).
+//! ([`origin`]), whether an update puts back drift ([`drifted`]), what it does about a plan
+//! ([`act`]), whether it waits for an approval ([`gate`]), and what a deletion does
+//! ([`on_delete`]).
 
 use super::spec::PlanPolicy;
 use crate::provider::lifecycle::Action as PlanAction;
@@ -73,6 +74,24 @@ pub struct Facts {
     /// found the object different from the stored state. An update without this comes from the
     /// spec or from a resolved input (`valuesFrom`, a Secret), not from drift.
     pub drifted: bool,
+}
+
+/// What the previous pass left held for approval, as far as drift is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    Nothing,
+    /// Drift waits to be put back (`DriftPending`).
+    Drift,
+    /// A change of the spec or an input, or a delete, waits.
+    Change,
+}
+
+/// Whether the object drifted ([`Facts::drifted`]): the refresh found it different from the
+/// stored state (`moved`), or the drift held before is still what waits (the hold stored the
+/// refreshed state, so the next refresh finds nothing new); and the spec is as last observed
+/// (`spec_observed`: `status.observedGeneration` is the generation) with no change held.
+pub fn drifted(moved: bool, spec_observed: bool, held: Held) -> bool {
+    (moved || held == Held::Drift) && spec_observed && held != Held::Change
 }
 
 /// The step a plan of `action` calls for.
@@ -202,6 +221,32 @@ mod tests {
         ];
         for (name, (state, import, fence, completed), want) in cases {
             assert_eq!(origin(state, import, fence, completed), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn drift_is_the_object_moving_not_the_inputs() {
+        let cases = [
+            ("refresh moved", (true, true, Held::Nothing), true),
+            (
+                "an input moved (object as stored)",
+                (false, true, Held::Nothing),
+                false,
+            ),
+            ("the spec moved", (true, false, Held::Nothing), false),
+            (
+                "held drift, stored by its hold",
+                (false, true, Held::Drift),
+                true,
+            ),
+            (
+                "a held spec change is no drift",
+                (true, true, Held::Change),
+                false,
+            ),
+        ];
+        for (name, (moved, observed, held), want) in cases {
+            assert_eq!(drifted(moved, observed, held), want, "{name}");
         }
     }
 

@@ -33,7 +33,11 @@ fn web(bed: &FixtureBed, size: u32, approve: Option<&str>) -> anyhow::Result<()>
 }
 
 fn approve(bed: &FixtureBed, id: &str) -> anyhow::Result<()> {
-    let annotation = format!("{APPROVE}={id}");
+    annotate(bed, &format!("{APPROVE}={id}"))
+}
+
+/// `kubectl annotate --overwrite` of the Object `web` (`key=value`, or `key-` to remove).
+fn annotate(bed: &FixtureBed, annotation: &str) -> anyhow::Result<()> {
     bed.cp.kubectl(&[
         "annotate",
         OBJECTS,
@@ -41,7 +45,7 @@ fn approve(bed: &FixtureBed, id: &str) -> anyhow::Result<()> {
         "-n",
         &bed.ns,
         "--overwrite",
-        &annotation,
+        annotation,
     ])?;
     Ok(())
 }
@@ -443,20 +447,14 @@ fn held_other_than(bed: &FixtureBed, other: &str) -> anyhow::Result<Value> {
 }
 
 fn set_paused(bed: &FixtureBed, paused: bool) -> anyhow::Result<()> {
-    let annotation = if paused {
-        "kraken.dev/paused=true"
-    } else {
-        "kraken.dev/paused-"
-    };
-    bed.cp.kubectl(&[
-        "annotate",
-        OBJECTS,
-        "web",
-        "-n",
-        &bed.ns,
-        "--overwrite",
-        annotation,
-    ])?;
+    annotate(
+        bed,
+        if paused {
+            "kraken.dev/paused=true"
+        } else {
+            "kraken.dev/paused-"
+        },
+    )?;
     if paused {
         bed.wait_synced("web", "False", "ReconcilePaused", CONVERGE)?;
     }

@@ -166,11 +166,22 @@ fn spec_schema(ir: &KindIr) -> Json {
                                        "description": "Name of the ProviderConfig."}}}),
     );
     properties.insert("valuesFrom".into(), values_from_schema());
+    let (interval, what) = if ir.data_source {
+        (
+            "refreshInterval",
+            "How often the data source is read again, as a Go duration (10m, 1h30m); 0 reads it only when the spec or an input changes.",
+        )
+    } else {
+        (
+            "driftInterval",
+            "How often the external object is re-read and drift corrected, as a Go duration (10m, 1h30m).",
+        )
+    };
     properties.insert(
-        "driftInterval".into(),
+        interval.into(),
         json!({"type": "string", "default": "10m",
                "pattern": r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$",
-               "description": "How often the external object is re-read and drift corrected, as a Go duration (10m, 1h30m)."}),
+               "description": what}),
     );
     if !ir.data_source {
         resource_policies(&mut properties);

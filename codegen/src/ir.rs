@@ -462,14 +462,20 @@ pub fn is_dns1035_label(s: &str) -> bool {
         && bytes[bytes.len() - 1] != b'-'
 }
 
+/// What a data source kind's name starts with: `aws_ami` is served as `DataAmi` in
+/// `data.aws.tf.kraken.dev`, beside the resource kind `Ami` in `aws.tf.kraken.dev`.
+pub const DATA_KIND_PREFIX: &str = "Data";
+
 impl KindNames {
     /// The names for a resource (or, with `data_source`, a data source) type.
     pub fn new(provider_type: &str, type_name: &str, data_source: bool) -> Self {
-        Self::with_kind(
-            provider_type,
-            data_source,
-            names::kind_for(provider_type, type_name),
-        )
+        let kind = names::kind_for(provider_type, type_name);
+        let kind = if data_source {
+            format!("{DATA_KIND_PREFIX}{kind}")
+        } else {
+            kind
+        };
+        Self::with_kind(provider_type, data_source, kind)
     }
 
     /// The names for a type served under `kind`.
@@ -479,7 +485,7 @@ impl KindNames {
         let (group, short) = if data_source {
             (
                 format!("data.{base_group}"),
-                format!("{provider_type}data{kind}"),
+                format!("{provider_type}{kind}"),
             )
         } else {
             (base_group, format!("{provider_type}{kind}"))

@@ -53,8 +53,16 @@ pub struct Options {
     /// Glob patterns (`*`, `?`, `[...]`) over Terraform type names (resources and, when
     /// selected, data sources); empty means all. A pattern matching nothing is reported.
     pub resources: Vec<String>,
-    /// Also generate kinds for data sources, in group `data.<provider>.tf.kraken.dev`.
+    /// Also generate kinds for data sources, in group `data.<provider>.tf.kraken.dev`, each
+    /// kind named `Data` + the resource-style name (`aws_ami` → `DataAmi`), so a data source
+    /// kind never shares its name with a resource kind of the same provider.
     pub data_sources: bool,
+    /// Glob patterns over data source type names when they differ from [`Options::resources`]
+    /// (a `Provider`'s `spec.dataSources`); `None` applies `resources` to both.
+    pub data_source_types: Option<Vec<String>>,
+    /// Generate no resource kinds, only data sources (a `Provider` that lists data sources and
+    /// no resources: there, no pattern means none rather than all).
+    pub data_sources_only: bool,
     /// A CRD whose JSON is larger is trimmed (descriptions first, see [`trim`]); one that is
     /// still larger is reported as an error.
     pub max_crd_bytes: usize,
@@ -65,6 +73,8 @@ impl Default for Options {
         Self {
             resources: Vec::new(),
             data_sources: false,
+            data_source_types: None,
+            data_sources_only: false,
             max_crd_bytes: DEFAULT_MAX_CRD_BYTES,
         }
     }
@@ -221,51 +231,86 @@ struct Selection<'a> {
 }
 
 fn select<'a>(schema: &'a ProviderSchema, opts: &Options) -> Result<Selection<'a>, CodegenError> {
-    let patterns = opts
-        .resources
-        .iter()
-        .map(|p| {
-            glob::Pattern::new(p).map_err(|source| CodegenError::Pattern {
-                pattern: p.clone(),
-                source,
+    let mut types = Vec::new();
+    let mut resources = Matcher::new(&opts.resources)?;
+    for (name, s) in &schema.resources {
+        if !opts.data_sources_only && resources.wanted(name) {
+            types.push((name.as_str(), s, false));
+        }
+    }
+    let mut unmatched = Vec::new();
+    if opts.data_sources {
+        match &opts.data_source_types {
+            Some(patterns) => {
+                let mut data = Matcher::new(patterns)?;
+                for (name, s) in &schema.data_sources {
+                    if data.wanted(name) {
+                        types.push((name.as_str(), s, true));
+                    }
+                }
+                unmatched.extend(data.unmatched().map(|p| format!("data source {p}")));
+            }
+            None => {
+                for (name, s) in &schema.data_sources {
+                    if resources.wanted(name) {
+                        types.push((name.as_str(), s, true));
+                    }
+                }
+            }
+        }
+    }
+    let mut all: Vec<String> = resources.unmatched().map(str::to_owned).collect();
+    all.extend(unmatched);
+    Ok(Selection {
+        types,
+        unmatched: all,
+    })
+}
+
+/// Glob patterns over type names, remembering which matched something; empty matches all.
+struct Matcher<'o> {
+    patterns: Vec<(glob::Pattern, &'o str)>,
+    matched: Vec<bool>,
+}
+
+impl<'o> Matcher<'o> {
+    fn new(patterns: &'o [String]) -> Result<Self, CodegenError> {
+        let patterns = patterns
+            .iter()
+            .map(|p| {
+                glob::Pattern::new(p)
+                    .map(|g| (g, p.as_str()))
+                    .map_err(|source| CodegenError::Pattern {
+                        pattern: p.clone(),
+                        source,
+                    })
             })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut matched = vec![false; patterns.len()];
-    let mut wanted = |name: &str| {
-        if patterns.is_empty() {
+            .collect::<Result<Vec<_>, _>>()?;
+        let matched = vec![false; patterns.len()];
+        Ok(Self { patterns, matched })
+    }
+
+    fn wanted(&mut self, name: &str) -> bool {
+        if self.patterns.is_empty() {
             return true;
         }
         let mut any = false;
-        for (i, p) in patterns.iter().enumerate() {
+        for (i, (p, _)) in self.patterns.iter().enumerate() {
             if p.matches(name) {
-                matched[i] = true;
+                self.matched[i] = true;
                 any = true;
             }
         }
         any
-    };
-    let mut types = Vec::new();
-    for (name, s) in &schema.resources {
-        if wanted(name) {
-            types.push((name.as_str(), s, false));
-        }
     }
-    if opts.data_sources {
-        for (name, s) in &schema.data_sources {
-            if wanted(name) {
-                types.push((name.as_str(), s, true));
-            }
-        }
+
+    fn unmatched(&self) -> impl Iterator<Item = &'o str> + '_ {
+        self.patterns
+            .iter()
+            .zip(&self.matched)
+            .filter(|(_, m)| !**m)
+            .map(|((_, p), _)| *p)
     }
-    let unmatched = opts
-        .resources
-        .iter()
-        .zip(&matched)
-        .filter(|(_, m)| !**m)
-        .map(|(p, _)| p.clone())
-        .collect();
-    Ok(Selection { types, unmatched })
 }
 
 type Selected<'a> = (&'a str, &'a Schema, bool);
@@ -282,8 +327,11 @@ fn claim_names<'a>(
     types: Vec<Selected<'a>>,
     report: &mut Report,
 ) -> Vec<(&'a str, &'a Schema, bool, KindNames)> {
-    // group → (kinds and list kinds, resource name → owner type)
-    let mut taken: BTreeMap<String, (BTreeSet<String>, BTreeMap<String, String>)> = BTreeMap::new();
+    // group → resource name → owner type
+    let mut taken: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    // Kinds and list kinds, across the provider's groups: a data source kind never shares its
+    // name with a resource kind, so a reference by kind alone names one of them.
+    let mut kinds: BTreeSet<String> = BTreeSet::new();
     let mut named = Vec::new();
     for (type_name, type_schema, data_source) in types {
         let wanted = KindNames::new(provider, type_name, data_source);
@@ -298,12 +346,12 @@ fn claim_names<'a>(
             } else {
                 KindNames::with_kind(provider, data_source, format!("{}{attempt}", wanted.kind))
             };
-            let (kinds, resources) = taken.entry(names.group.clone()).or_default();
+            let resources = taken.entry(names.group.clone()).or_default();
             if let Err(message) = names.check() {
                 last_error = message;
                 break;
             }
-            match clash(&names, kinds, resources) {
+            match clash(&names, &kinds, resources) {
                 Some(message) => last_error = message,
                 None => {
                     claimed = Some(names);
@@ -322,7 +370,7 @@ fn claim_names<'a>(
                 wanted.kind.clone(),
             ));
         }
-        let (kinds, resources) = taken.entry(names.group.clone()).or_default();
+        let resources = taken.entry(names.group.clone()).or_default();
         kinds.extend([names.kind.clone(), names.list_kind.clone()]);
         for name in [&names.plural, &names.singular] {
             resources.insert(name.clone(), type_name.to_owned());
@@ -330,7 +378,7 @@ fn claim_names<'a>(
         named.push((type_name, type_schema, data_source, names));
     }
     for (type_name, _, _, names) in &mut named {
-        let Some((_, resources)) = taken.get_mut(&names.group) else {
+        let Some(resources) = taken.get_mut(&names.group) else {
             continue;
         };
         names.short_names.retain(|s| !resources.contains_key(s));
@@ -352,7 +400,7 @@ fn clash(
         .into_iter()
         .find(|k| kinds.contains(*k))
     {
-        return Some(format!("kind {kind} is already used in {}", names.group));
+        return Some(format!("kind {kind} is already used by this provider"));
     }
     [&names.plural, &names.singular]
         .into_iter()

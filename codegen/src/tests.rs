@@ -170,10 +170,12 @@ fn data_sources_get_their_own_group_and_a_reading_spec() {
         .expect("data source");
     assert!(info.data_source);
     assert_eq!(info.group, "data.kitchen.tf.kraken.dev");
-    assert_eq!(info.kind, "Info");
-    assert_eq!(info.file_name, "data.kitchen.tf.kraken.dev_infos.yaml");
+    assert_eq!(info.kind, "DataInfo");
+    assert_eq!(info.file_name, "data.kitchen.tf.kraken.dev_datainfos.yaml");
     let spec = &open_api(info)["properties"]["spec"]["properties"];
     assert!(spec.get("deletionPolicy").is_none() && spec.get("importId").is_none());
+    assert!(spec.get("driftInterval").is_none());
+    assert_eq!(spec["refreshInterval"]["default"], json!("10m"));
     assert!(
         open_api(info)["properties"]["status"]["properties"]
             .get("lastPlan")
@@ -182,6 +184,47 @@ fn data_sources_get_their_own_group_and_a_reading_spec() {
     assert_eq!(
         info.crd["spec"]["names"]["shortNames"],
         json!(["kitchendatainfo"])
+    );
+}
+
+/// A data source and a resource of the same type name (`aws_ami` is both) get kinds of their
+/// own, and a resource whose kind is a data source kind's (`kitchen_data_sink`) takes a numbered
+/// one: no kind name is used twice by one provider. Data source patterns apart from resource
+/// patterns select only data sources, and one that matches nothing is reported as such.
+#[test]
+fn data_source_kinds_never_share_a_name_with_a_resource_kind() {
+    let (address, mut schema) = kitchen();
+    let sink = schema.resources["kitchen_sink"].clone();
+    schema
+        .data_sources
+        .insert("kitchen_sink".into(), sink.clone());
+    schema.resources.insert("kitchen_data_sink".into(), sink);
+    let opts = Options {
+        resources: vec!["kitchen_sink".into(), "kitchen_data_sink".into()],
+        data_sources: true,
+        data_source_types: Some(vec!["kitchen_sink".into(), "kitchen_nothing".into()]),
+        ..Options::default()
+    };
+    let generated = generate(&address, &schema, &opts).expect("generate");
+    let kinds: Vec<(&str, bool, &str)> = generated
+        .crds
+        .iter()
+        .map(|c| (c.type_name.as_str(), c.data_source, c.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("kitchen_data_sink", false, "DataSink"),
+            ("kitchen_sink", false, "Sink"),
+            ("kitchen_sink", true, "DataSink2"),
+        ]
+    );
+    assert_eq!(
+        generated.report.errors,
+        [(
+            "data source kitchen_nothing".to_owned(),
+            "the pattern matches no resource type".to_owned()
+        )]
     );
 }
 
@@ -314,7 +357,7 @@ fn write_dir_is_deterministic_and_removes_stale_files() {
     assert_eq!(
         kustomization["resources"],
         json!([
-            "data.kitchen.tf.kraken.dev_infos.yaml",
+            "data.kitchen.tf.kraken.dev_datainfos.yaml",
             "kitchen.tf.kraken.dev_bytes.yaml",
             "kitchen.tf.kraken.dev_kitchens.yaml",
             "kitchen.tf.kraken.dev_sinks.yaml",

@@ -19,7 +19,13 @@ applies and starts reconciling their kinds. It waits until the Provider reports 
 and prints each kind.
 
     kraken activate random random_pet random_id
-    kubectl get pets.random.tf.kraken.dev";
+    kubectl get pets.random.tf.kraken.dev
+
+With --data-sources the names are data source types instead, added to spec.dataSources; their
+read-only kinds are named Data<Name> in group data.<provider>.tf.kraken.dev:
+
+    kraken activate aws --data-sources aws_ami aws_availability_zones
+    kubectl get dataamis.data.aws.tf.kraken.dev";
 
 #[derive(Debug, clap::Args)]
 pub struct ActivateArgs {
@@ -28,6 +34,9 @@ pub struct ActivateArgs {
     /// Terraform resource types or glob patterns to activate.
     #[arg(required = true, value_name = "RESOURCE_TYPE")]
     pub resource_types: Vec<String>,
+    /// The names are data source types: add them to spec.dataSources.
+    #[arg(long)]
+    pub data_sources: bool,
     /// Kubeconfig to use; defaults to KUBECONFIG, then ~/.kube/config.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
@@ -52,7 +61,11 @@ pub(super) async fn run(args: ActivateArgs) -> anyhow::Result<()> {
                 args.provider
             )
         })?;
-    let mut resources = provider.spec.resources.clone();
+    let (field, mut resources) = if args.data_sources {
+        ("dataSources", provider.spec.data_sources.clone())
+    } else {
+        ("resources", provider.spec.resources.clone())
+    };
     let added: Vec<&String> = args
         .resource_types
         .iter()
@@ -60,7 +73,7 @@ pub(super) async fn run(args: ActivateArgs) -> anyhow::Result<()> {
         .collect();
     resources.extend(added.iter().map(|t| (*t).clone()));
     if !added.is_empty() {
-        let patch = serde_json::json!({"spec": {"resources": resources}});
+        let patch = serde_json::json!({"spec": {field: resources}});
         api.patch(
             &args.provider,
             &crate::kit::status::patch_params(),

@@ -2,8 +2,9 @@
 //!
 //! A generated CRD says everything the generic controller needs in its annotations
 //! (`tf.kraken.dev/provider`, `tf.kraken.dev/resource-type`, `tf.kraken.dev/schema-version`):
-//! the controller never needs per-kind code. Data-source kinds (`data.<provider>.tf.kraken.dev`)
-//! are read-only views and are not reconciled here.
+//! the controller never needs per-kind code. Data-source kinds (`data.<provider>.tf.kraken.dev`,
+//! kind `Data<Name>`) are read-only views: the same controller reads them and never writes
+//! outside.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::{ApiResource, GroupVersionKind};
@@ -25,6 +26,8 @@ pub struct KindInfo {
     /// binary serves a resource).
     pub provider: String,
     pub type_name: String,
+    /// A data source kind (group `data.<provider>.tf.kraken.dev`): read, never written.
+    pub data_source: bool,
 }
 
 impl KindInfo {
@@ -57,9 +60,10 @@ impl KindInfo {
         let provider = annotations.get(PROVIDER_ANNOTATION)?.clone();
         let type_name = annotations.get(RESOURCE_TYPE_ANNOTATION)?.clone();
         let spec = &crd.spec;
-        if !spec.group.ends_with(kraken_codegen::GROUP_SUFFIX) || spec.group.starts_with("data.") {
+        if !spec.group.ends_with(kraken_codegen::GROUP_SUFFIX) {
             return None;
         }
+        let data_source = spec.group.starts_with("data.");
         let version = spec
             .versions
             .iter()
@@ -71,6 +75,7 @@ impl KindInfo {
             resource,
             provider,
             type_name,
+            data_source,
         })
     }
 
@@ -117,7 +122,9 @@ mod tests {
         assert_eq!(kind.resource.api_version, "fixture.tf.kraken.dev/v1alpha1");
         assert_eq!(kind.label(), "Object.fixture.tf.kraken.dev");
         assert!(KindInfo::from_crd(&crd("fixture.tf.kraken.dev", false)).is_none());
-        assert!(KindInfo::from_crd(&crd("data.fixture.tf.kraken.dev", true)).is_none());
+        assert!(!kind.data_source);
+        let data = KindInfo::from_crd(&crd("data.fixture.tf.kraken.dev", true)).expect("data");
+        assert!(data.data_source);
         assert!(KindInfo::from_crd(&crd("example.com", true)).is_none());
     }
 

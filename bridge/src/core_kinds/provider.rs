@@ -76,6 +76,13 @@ pub struct ProviderSpec {
     #[schemars(length(max = RESOURCES_MAX_ITEMS), extend("x-kubernetes-list-type" = "set"))]
     pub resources: Vec<String>,
 
+    /// Glob patterns over the provider's data source type names (aws_ami, aws_iam_*) whose
+    /// read-only kinds to install, in group data.<provider>.tf.kraken.dev with kind names
+    /// prefixed Data (aws_ami → DataAmi). Empty installs none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = RESOURCES_MAX_ITEMS), extend("x-kubernetes-list-type" = "set"))]
+    pub data_sources: Vec<String>,
+
     /// Accept registry packages whose registry publishes no signing key (checksums are still
     /// verified). Mirrors are trusted by their own hashes.
     #[serde(default)]

@@ -44,17 +44,21 @@ pub(super) async fn schema(
     Ok(hit)
 }
 
-/// Step 3: the CRDs of the selected resource types (none when `spec.resources` is empty).
+/// Step 3: the CRDs of the selected resource types and data sources (none when
+/// `spec.resources` and `spec.dataSources` are empty).
 pub(super) fn generate(
     p: &Provider,
     address: &str,
     schema: &ProviderSchema,
 ) -> Result<Vec<kraken_codegen::GeneratedCrd>, Failure> {
-    if p.spec.resources.is_empty() {
+    if p.spec.resources.is_empty() && p.spec.data_sources.is_empty() {
         return Ok(Vec::new());
     }
     let opts = kraken_codegen::Options {
         resources: p.spec.resources.clone(),
+        data_sources: !p.spec.data_sources.is_empty(),
+        data_source_types: Some(p.spec.data_sources.clone()),
+        data_sources_only: p.spec.resources.is_empty(),
         ..Default::default()
     };
     let generated = kraken_codegen::generate(address, schema, &opts)
@@ -68,7 +72,7 @@ pub(super) fn generate(
             .collect();
         return Err(Failure::new(
             reason::UNKNOWN_RESOURCE_TYPES,
-            format!("spec.resources: {}", list.join("; ")),
+            format!("spec.resources/dataSources: {}", list.join("; ")),
             false,
         ));
     }

@@ -9,6 +9,7 @@ fn provider(resources: &[&str]) -> Provider {
         version: None,
         mirror: None,
         resources: resources.iter().map(|s| (*s).to_owned()).collect(),
+        data_sources: Vec::new(),
         allow_unsigned: false,
         remove_crds: false,
     };
@@ -16,19 +17,53 @@ fn provider(resources: &[&str]) -> Provider {
 }
 
 fn random_schema() -> ProviderSchema {
+    test_schema("random")
+}
+
+/// The committed schema of test provider `hashicorp/<name>`.
+fn test_schema(name: &str) -> ProviderSchema {
     // At run time: a build cache shared between checkouts may run a binary built in another.
     let path = std::env::var_os("CARGO_MANIFEST_DIR")
         .map_or_else(
             || env!("CARGO_MANIFEST_DIR").into(),
             std::path::PathBuf::from,
         )
-        .join("../codegen/testdata/schemas/random.json");
+        .join(format!("../codegen/testdata/schemas/{name}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let json: Json = serde_json::from_str(&text).unwrap_or_default();
     kraken_codegen::tfjson::parse_provider_schemas(&json)
         .ok()
-        .and_then(|mut all| all.remove("registry.terraform.io/hashicorp/random"))
-        .unwrap_or_else(|| panic!("{} holds the random provider's schema", path.display()))
+        .and_then(|mut all| all.remove(&format!("registry.terraform.io/hashicorp/{name}")))
+        .unwrap_or_else(|| panic!("{} holds the {name} provider's schema", path.display()))
+}
+
+/// `spec.dataSources` selects data source kinds on their own: listing only data sources
+/// installs no resource kind, and a data source pattern matching nothing is refused by name.
+#[test]
+fn data_sources_are_selected_apart_from_resources() -> Result<(), Failure> {
+    let schema = test_schema("null");
+    let address = "registry.terraform.io/hashicorp/null";
+    let mut p = provider(&[]);
+    p.spec.data_sources = vec!["null_data_source".into()];
+    let crds = generate(&p, address, &schema)?;
+    let kinds: Vec<(&str, &str)> = crds
+        .iter()
+        .map(|c| (c.kind.as_str(), c.group.as_str()))
+        .collect();
+    assert_eq!(kinds, [("DataDataSource", "data.null.tf.kraken.dev")]);
+    p.spec.resources = vec!["null_resource".into()];
+    let kinds: Vec<String> = generate(&p, address, &schema)?
+        .iter()
+        .map(|c| c.kind.clone())
+        .collect();
+    assert_eq!(kinds, ["Resource", "DataDataSource"]);
+    p.spec.data_sources = vec!["null_nonesuch".into()];
+    let message = generate(&p, address, &schema)
+        .err()
+        .map(|f| f.message)
+        .unwrap_or_default();
+    assert!(message.contains("data source null_nonesuch"), "{message}");
+    Ok(())
 }
 
 #[test]

@@ -107,7 +107,7 @@ fn held_reason<'a>(run: &'a Run<'_>) -> Option<&'a str> {
 /// The resource's configuration value: `spec.forProvider` with the values of `spec.valuesFrom`
 /// merged in and Secret references resolved; `None` while those values are not resolved (the
 /// status then says why).
-async fn configuration(
+pub(super) async fn configuration(
     run: &mut Run<'_>,
     t: &Target<'_>,
     spec: &ManagedSpec,

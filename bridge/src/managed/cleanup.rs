@@ -27,7 +27,9 @@ pub(super) async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Act
         return Ok(Action::await_change());
     }
     let readers = deps::readers(run).await?;
-    let orphan_policy = spec.deletion_policy.as_deref() == Some("Orphan");
+    // A data source has no external object of its own: its deletion only waits for readers.
+    let data_source = run.k.kind.data_source;
+    let orphan_policy = data_source || spec.deletion_policy.as_deref() == Some("Orphan");
     let step = decide::on_delete(!readers.is_empty(), orphan_policy, spec.observe_only());
     match step {
         OnDelete::Wait => return wait_for_readers(run, &readers).await,
@@ -42,6 +44,9 @@ pub(super) async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Act
     run.delete_state().await?;
     deps::retire(run).await?;
     run.set_finalizer(false).await?;
+    if data_source {
+        return Ok(Action::await_change());
+    }
     if step == OnDelete::Orphan {
         run.event(
             false,

@@ -26,6 +26,7 @@ mod plan;
 pub mod plan_key;
 pub mod plan_status;
 pub mod preview;
+mod read;
 mod reconcile;
 mod report;
 mod spec;

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::apply::apply;
 use super::cleanup::cleanup;
 use super::error::{Error, Result};
+use super::read::read;
 use super::report::report;
 use super::spec::ManagedSpec;
 use super::write::Run;
@@ -102,6 +103,9 @@ async fn pass(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     }
     if run.obj.metadata.deletion_timestamp.is_some() {
         return cleanup(run, spec).await;
+    }
+    if run.k.kind.data_source {
+        return read(run, spec).await;
     }
     apply(run, spec).await
 }

@@ -27,6 +27,9 @@ pub struct ManagedSpec {
     pub import_id: Option<String>,
     #[serde(default)]
     pub drift_interval: Option<String>,
+    /// A data source kind's `spec.refreshInterval`.
+    #[serde(default)]
+    pub refresh_interval: Option<String>,
     /// Unset: the ProviderConfig's default ([`ManagedSpec::plan_policy`]).
     #[serde(default)]
     plan_policy: Option<PlanPolicy>,
@@ -56,6 +59,12 @@ impl ManagedSpec {
     /// ProviderConfig `p` came from, else `Auto`.
     pub fn plan_policy(&self, p: &Configured) -> PlanPolicy {
         self.plan_policy.or(p.plan_policy).unwrap_or_default()
+    }
+
+    /// When to read a data source again.
+    pub fn refresh_action(&self) -> Action {
+        crate::kit::time::drift_after(self.refresh_interval.as_deref())
+            .map_or_else(Action::await_change, Action::requeue)
     }
 
     /// When to look for drift next.

@@ -25,6 +25,7 @@ fn reads_at_the_newer_of_the_watch_and_the_own_write() {
     assert_eq!(newer_version("abc", Some(130)), "abc");
 }
 
+mod data;
 mod plans;
 
 const NS: &str = "ns";
@@ -43,11 +44,17 @@ fn kind() -> KindInfo {
         resource: ApiResource::from_gvk_with_plural(&gvk, PLURAL),
         provider: "kraken.dev/fake".into(),
         type_name: TYPE.into(),
+        data_source: false,
     }
 }
 
 impl Env {
     fn new() -> Self {
+        Self::of(kind())
+    }
+
+    /// An environment whose controller runs `kind`.
+    fn of(kind: KindInfo) -> Self {
         let api = FakeApi::new();
         let client = api.client();
         let plugin = FakePlugin::new();
@@ -62,7 +69,6 @@ impl Env {
             hub_index: Arc::default(),
             plan_key: super::plan_key::PlanKey::from_bytes([7; 32]),
         });
-        let kind = kind();
         let k = Arc::new(KindContext {
             ctx,
             label: kind.label(),
@@ -79,9 +85,10 @@ impl Env {
     }
 
     fn create(&self, name: &str, spec: Json) {
+        let r = &self.k.kind.resource;
         self.api.insert(
-            PLURAL,
-            json!({"apiVersion": "fake.tf.kraken.dev/v1alpha1", "kind": "Thing",
+            &r.plural,
+            json!({"apiVersion": r.api_version, "kind": r.kind,
                    "metadata": {"name": name, "namespace": NS}, "spec": spec}),
         );
     }
@@ -113,7 +120,7 @@ impl Env {
     }
 
     fn object(&self, name: &str) -> Option<Json> {
-        self.api.get(PLURAL, NS, name)
+        self.api.get(&self.k.kind.resource.plural, NS, name)
     }
 
     /// `(status, reason)` of condition `type_` on `name`.

@@ -8,6 +8,8 @@
 //! as for providers whose objects are named by the user), an optional `description`, an
 //! optional `zone` that forces replacement, an optional sensitive `password`, a computed `id`
 //! and a computed sensitive `token`.
+//! The data source of the same name looks an object up by `name` and answers its `description`,
+//! `zone`, `id` and sensitive `token`; it errors when none has that name.
 //! It plans as Terraform providers do (unknown computed values on create, `requires_replace`
 //! for `zone`), applies to the table, and reads a missing object as null state (gone).
 //!
@@ -87,8 +89,30 @@ pub fn schema() -> ProviderSchema {
             ..Block::default()
         },
     };
+    let data_attributes = BTreeMap::from([
+        ("name".to_owned(), attr(Type::String, true, false, false)),
+        (
+            "description".to_owned(),
+            attr(Type::String, false, false, true),
+        ),
+        ("zone".to_owned(), attr(Type::String, false, false, true)),
+        ("id".to_owned(), attr(Type::String, false, false, true)),
+        ("token".to_owned(), {
+            let mut token = attr(Type::String, false, false, true);
+            token.sensitive = true;
+            token
+        }),
+    ]);
+    let data_source = Schema {
+        version: 0,
+        block: Block {
+            attributes: data_attributes,
+            ..Block::default()
+        },
+    };
     ProviderSchema {
         resources: BTreeMap::from([(TYPE.to_owned(), resource)]),
+        data_sources: BTreeMap::from([(TYPE.to_owned(), data_source)]),
         ..ProviderSchema::default()
     }
 }
@@ -391,14 +415,31 @@ impl Plugin for FakePlugin {
         })
     }
 
-    async fn read_data_source(
-        &self,
-        _type_name: &str,
-        _config: &Value,
-    ) -> Result<ReadDataResponse> {
+    async fn read_data_source(&self, _type_name: &str, config: &Value) -> Result<ReadDataResponse> {
         self.count("ReadDataSource");
+        let name = get(config, "name").cloned().unwrap_or(Value::Null);
+        let found = self
+            .lock()
+            .objects
+            .values()
+            .find(|o| get(o, "name") == Some(&name))
+            .cloned();
+        let Some(object) = found else {
+            return Ok(ReadDataResponse {
+                state: Value::Null,
+                diagnostics: vec![error("no object has this name", Some("name"))],
+            });
+        };
+        let mut state = config.clone();
+        for key in ["description", "zone", "id", "token"] {
+            set(
+                &mut state,
+                key,
+                get(&object, key).cloned().unwrap_or(Value::Null),
+            );
+        }
         Ok(ReadDataResponse {
-            state: Value::Null,
+            state,
             diagnostics: Vec::new(),
         })
     }

@@ -254,6 +254,35 @@ pub async fn read(
     })
 }
 
+/// Read data source `type_name` with `config`: validate it, then read. The state it answers
+/// (the configuration with the computed attributes filled in) and its warnings.
+pub async fn read_data(
+    provider: &dyn Plugin,
+    type_name: &str,
+    config: &Value,
+) -> Result<(Value, Vec<Diagnostic>), LifecycleError> {
+    let mut diagnostics = provider
+        .validate_data_source_config(type_name, config)
+        .await?;
+    if diagnostics.has_errors() {
+        return Err(LifecycleError::Rejected(diagnostics));
+    }
+    let resp = provider.read_data_source(type_name, config).await?;
+    if resp.diagnostics.has_errors() {
+        return Err(LifecycleError::Rejected(resp.diagnostics));
+    }
+    diagnostics.extend(resp.diagnostics);
+    if resp.state.is_null() {
+        return Err(LifecycleError::Rejected(vec![Diagnostic {
+            severity: super::Severity::Error,
+            summary: format!("reading data source {type_name} returned no state"),
+            detail: String::new(),
+            attribute: None,
+        }]));
+    }
+    Ok((resp.state, diagnostics))
+}
+
 /// The value at `path`, or `None` when the path does not exist in `v`.
 pub fn lookup<'a>(v: &'a Value, path: &AttrPath) -> Option<&'a Value> {
     let mut cur = v;

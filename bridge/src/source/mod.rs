@@ -207,17 +207,42 @@ pub struct Configured {
     pub config_digest: String,
     /// The ProviderConfig's default `planPolicy` for resources that set none.
     pub plan_policy: Option<crate::core_kinds::PlanPolicy>,
+    /// Configured for a data source kind: type names are data source types.
+    pub data_source: bool,
 }
 
 impl Configured {
-    /// The resource type's schema (present: checked when the provider was dereferenced).
+    /// The schema of the resource type (or, configured for a data source kind, the data source
+    /// type) `type_name` (present: checked when the provider was dereferenced).
     pub fn resource(&self, type_name: &str) -> Result<&kraken_codegen::schema::Schema> {
-        self.schema.resource(type_name).ok_or_else(|| {
+        type_schema(&self.schema, type_name, self.data_source).ok_or_else(|| {
             Error::InvalidSpec(format!(
-                "provider {} has no resource type {type_name}",
-                self.label
+                "provider {} has no {} {type_name}",
+                self.label,
+                what(self.data_source)
             ))
         })
+    }
+}
+
+/// The schema of resource type (or data source) `type_name`.
+fn type_schema<'s>(
+    schema: &'s ProviderSchema,
+    type_name: &str,
+    data_source: bool,
+) -> Option<&'s kraken_codegen::schema::Schema> {
+    if data_source {
+        schema.data_source(type_name)
+    } else {
+        schema.resource(type_name)
+    }
+}
+
+fn what(data_source: bool) -> &'static str {
+    if data_source {
+        "data source"
+    } else {
+        "resource type"
     }
 }
 
@@ -252,10 +277,14 @@ pub async fn provider_from(
     let (resolved, host, config_digest) = configured(ctx, namespace, pc).await?;
     let label = format!("{} {}", resolved.address, resolved.version);
     let fields = |resource: &kraken_codegen::schema::Schema| {
-        ctx.field_map(
-            (resolved.address, resolved.version, kind.type_name.clone()),
-            || FieldMap::for_resource(&kind.type_name, resource),
-        )
+        let key = if kind.data_source {
+            format!("data.{}", kind.type_name)
+        } else {
+            kind.type_name.clone()
+        };
+        ctx.field_map((resolved.address, resolved.version, key), || {
+            FieldMap::for_resource(&kind.type_name, resource)
+        })
     };
     let mut configured = resource_provider(kind, host, (label, config_digest), fields).await?;
     configured.plan_policy = pc.spec.plan_policy;
@@ -417,9 +446,10 @@ async fn resource_provider(
         .schema()
         .await
         .map_err(|e| Error::ProviderUnavailable(chain(&e)))?;
-    let Some(resource) = schema.resource(&kind.type_name) else {
+    let Some(resource) = type_schema(&schema, &kind.type_name, kind.data_source) else {
         return Err(Error::InvalidSpec(format!(
-            "provider {label} has no resource type {}",
+            "provider {label} has no {} {}",
+            what(kind.data_source),
             kind.type_name
         )));
     };
@@ -431,6 +461,7 @@ async fn resource_provider(
         label,
         config_digest,
         plan_policy: None,
+        data_source: kind.data_source,
     })
 }
 

@@ -72,6 +72,18 @@ async fn plan_one(
     )
     .await?;
     let config = configuration(shared, &t, ns, &spec, &inputs).await?;
+    if kind.data_source {
+        // Read now, so a configuration the provider refuses shows here; nothing changes.
+        lifecycle::read_data(t.host(), t.type_name, &config)
+            .await
+            .map_err(|e| t.lifecycle_err("read", e))?;
+        return Ok(ObjectPlan {
+            action: lifecycle::Action::NoOp,
+            changes: Vec::new(),
+            values_from: inputs.shown,
+            notes: vec!["a data source: read, never changed".into()],
+        });
+    }
     let stored = match &live {
         Some(obj) => load_state(shared, kind, obj).await?,
         None => None,

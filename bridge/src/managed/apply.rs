@@ -127,7 +127,16 @@ pub(super) async fn configuration(
             !spec.values_from.is_empty(),
         )
         .await?;
-    Ok(Some(config))
+    Ok(Some(owned(run, t, spec, config)))
+}
+
+/// `config` with the owner tag of an object Kraken creates (none for one adopted by importId).
+pub(super) fn owned(run: &Run<'_>, t: &Target<'_>, spec: &ManagedSpec, config: Value) -> Value {
+    if spec.import_id().is_some() {
+        return config;
+    }
+    let uid = kube::ResourceExt::uid(&run.obj).unwrap_or_default();
+    t.with_owner_tag(config, Value::string(uid))
 }
 
 /// Carries out what [`decide::act`] chose for `plan`.

@@ -9,7 +9,7 @@ use kube::runtime::controller::Action;
 use super::decide::{self, Gate, OnDelete};
 use super::error::Result;
 use super::hold::{self, Held};
-use super::observe::recover;
+use super::observe::{owner, recover};
 use super::report::condition;
 use super::spec::{ManagedSpec, PlanPolicy};
 use super::target::{Saved, Target, apply_plan, fail_on_errors};
@@ -129,7 +129,7 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
             )
             .await
             .unwrap_or(Value::Null);
-        match recover(&t, spec, &config, &attempt).await? {
+        match recover(&t, spec, &config, owner(run, spec), &attempt).await? {
             Some(found) => (state, private) = (found.new_state, found.private),
             None => return Ok(Destroyed::Done),
         }

@@ -28,6 +28,7 @@ pub mod plan_status;
 pub mod preview;
 mod read;
 mod reconcile;
+mod recover;
 mod report;
 mod spec;
 pub mod state;

@@ -4,11 +4,12 @@
 use super::CREATE_ATTEMPT_ANNOTATION;
 use super::decide::{self, Origin};
 use super::error::{Error, Result};
+pub(super) use super::recover::recover;
 use super::spec::ManagedSpec;
-use super::target::{Saved, Target, describe};
+use super::target::{Saved, Target};
 use super::write::Run;
-use crate::provider::lifecycle::{self, Applied, LifecycleError};
-use crate::value::{AttrPath, Value};
+use crate::provider::lifecycle::{self, Applied};
+use crate::value::Value;
 
 /// What exists now, as the pass found it.
 pub(super) struct Observed {
@@ -67,7 +68,8 @@ pub(super) async fn observe(
                     t.type_name
                 )));
             } else if let Some(attempt) = pending
-                && let Some(recovered) = recover(t, spec, config, &attempt).await?
+                && let Some(recovered) =
+                    recover(t, spec, config, owner(run, spec), &attempt).await?
             {
                 // The recreate that followed the vanishing made it; its state was never saved.
                 adopt_recovered(run, t, recovered, attempt, &mut found).await?;
@@ -77,13 +79,22 @@ pub(super) async fn observe(
         }
         Origin::Import(id) => import(run, t, &id, &mut found).await?,
         Origin::Recover(attempt) => {
-            if let Some(recovered) = recover(t, spec, config, &attempt).await? {
+            if let Some(recovered) = recover(t, spec, config, owner(run, spec), &attempt).await? {
                 adopt_recovered(run, t, recovered, attempt, &mut found).await?;
             }
         }
         Origin::Nothing => {}
     }
     Ok(found)
+}
+
+/// The uid the owner tag of the object carries, when Kraken created it (no `importId`).
+pub(super) fn owner<'r>(run: &'r Run<'_>, spec: &ManagedSpec) -> Option<&'r str> {
+    run.obj
+        .metadata
+        .uid
+        .as_deref()
+        .filter(|_| spec.import_id().is_none())
 }
 
 /// Adopts the object `importId` names: the finalizer first, then its state.
@@ -135,38 +146,4 @@ async fn adopt_recovered(
     run.event(false, "Recovered", note).await;
     (found.state, found.private) = (recovered.new_state, recovered.private);
     Ok(())
-}
-
-/// After a create was interrupted: find out whether it made the object, by importing the
-/// identities the spec gives (`importId`, then the `name` argument). `Ok(Some)` found it,
-/// `Ok(None)` proved it absent, `Err(CreateInterrupted)` could not tell.
-pub(super) async fn recover(
-    t: &Target<'_>,
-    spec: &ManagedSpec,
-    config: &Value,
-    attempt: &str,
-) -> Result<Option<Applied>> {
-    let mut candidates: Vec<String> = spec.import_id().map(str::to_owned).into_iter().collect();
-    if let Some(Value::String(name)) = lifecycle::lookup(config, &AttrPath::root().attr("name"))
-        && !candidates.contains(name)
-    {
-        candidates.push(name.clone());
-    }
-    let mut why =
-        String::from("the spec gives no identity to look it up by (importId or a name argument)");
-    for id in &candidates {
-        match lifecycle::import(t.host(), t.type_name, id).await {
-            Ok(found) if found.new_state.is_null() => return Ok(None),
-            Ok(found) => return Ok(Some(found)),
-            Err(LifecycleError::Rejected(diags)) => {
-                why = format!("importing {id:?} failed: {}", describe(&diags, t.fields()));
-            }
-            Err(e) => return Err(t.lifecycle_err("import", e)),
-        }
-    }
-    Err(Error::CreateInterrupted(format!(
-        "a create of this {} was interrupted at {attempt}, and Kraken cannot tell whether it made the object: {why}. \
-         Check the provider for it, then set spec.importId to adopt it, or remove the annotation {CREATE_ATTEMPT_ANNOTATION} to create a new one",
-        t.type_name
-    )))
 }

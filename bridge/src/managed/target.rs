@@ -22,6 +22,13 @@ pub(super) struct Restored {
     upgraded: bool,
 }
 
+/// The tag Kraken adds to every object it creates of a type with a `tags` argument (a map of
+/// strings), valued with the managed resource's uid: after a crash between the create and the
+/// save of its state, it is how the object is found again (see [`super::observe::recover`]).
+/// It is part of the configuration Kraken plans with, not of `spec`, so it is never drift; an
+/// object adopted with `spec.importId` never gets it (adoption changes nothing).
+pub const OWNER_TAG: &str = "kraken.dev/owner-uid";
+
 /// Everything one pass needs about the resource's provider and type.
 pub(super) struct Target<'p> {
     pub(super) p: &'p Configured,
@@ -40,6 +47,36 @@ impl<'p> Target<'p> {
             ty: resource.block.implied_type(),
             version: resource.version,
         })
+    }
+
+    /// Whether objects of this type take tags: a `tags` argument that is a map of strings (a
+    /// data source never does: it creates nothing).
+    pub(super) fn takes_tags(&self) -> bool {
+        !self.p.data_source
+            && matches!(&self.ty, Type::Object(o)
+                if matches!(o.attributes.get("tags"), Some(Type::Map(e)) if **e == Type::String))
+    }
+
+    /// `config` with the [`OWNER_TAG`] set to `uid` (a value, or unknown while the object is
+    /// not applied yet) when the type takes tags.
+    pub(super) fn with_owner_tag(&self, mut config: Value, uid: Value) -> Value {
+        if !self.takes_tags() {
+            return config;
+        }
+        if let Value::Object(attrs) = &mut config {
+            let tags = attrs.entry("tags".to_owned()).or_insert(Value::Null);
+            match tags {
+                Value::Map(m) => {
+                    m.insert(OWNER_TAG.to_owned(), uid);
+                }
+                Value::Null => {
+                    *tags = Value::Map([(OWNER_TAG.to_owned(), uid)].into_iter().collect());
+                }
+                // Unknown until an input resolves: the provider sees the tag once it does.
+                _ => {}
+            }
+        }
+        config
     }
 
     pub(super) fn host(&self) -> &dyn crate::provider::Plugin {

@@ -9,6 +9,7 @@ use kube::api::{PartialObjectMeta, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value as Json, json};
 
+use super::target::OWNER_TAG;
 use super::*;
 use crate::kit::fake_api::FakeApi;
 use crate::kit::metrics::Metrics;
@@ -253,6 +254,7 @@ fn existing(env: &Env, id: &str) {
             ("name", Value::string(id)),
             ("description", Value::string("theirs")),
             ("zone", Value::Null),
+            ("tags", Value::Null),
             ("password", Value::Null),
             ("id", Value::string(id)),
             ("token", Value::string("t")),
@@ -370,9 +372,56 @@ async fn a_crash_the_provider_cannot_explain_is_create_interrupted() -> anyhow::
     env.create("a", thing("a"));
     env.pass("a").await?;
     env.plugin.import_diagnostics(true);
+    env.plugin.list_diagnostics(true);
     env.pass("a").await?;
     assert_eq!(env.condition("a", "Synced"), no("CreateInterrupted"));
     assert_eq!(env.plugin.creates(), 1, "never a second object");
+    Ok(())
+}
+
+/// Kraken tags what it creates with the object's uid (not in spec, never drift); after a crash
+/// mid-create of an object with an id of its own and no name to import it by, the provider's
+/// list finds it by that tag. An object adopted by importId never gets the tag.
+#[tokio::test]
+async fn a_crashed_create_without_a_name_is_found_by_its_owner_tag() -> anyhow::Result<()> {
+    let env = Env::new();
+    env.plugin.fresh_ids();
+    env.plugin.crash_next_create();
+    env.plugin.import_diagnostics(true);
+    env.create("a", thing("a"));
+    env.pass("a").await?;
+    let uid = env.object("a").unwrap_or_default()["metadata"]["uid"].clone();
+    let uid = uid.as_str().unwrap_or_default().to_owned();
+    assert!(!uid.is_empty());
+    env.pass("a").await?;
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    assert_eq!(env.plugin.creates(), 1, "found, not made again");
+    assert_eq!(env.plugin.calls("ListResource"), 1);
+    let objects = env.plugin.objects();
+    let tags = objects.get("a-1").and_then(|o| match o {
+        Value::Object(m) => m.get("tags").cloned(),
+        _ => None,
+    });
+    let want = Value::Map(
+        [(OWNER_TAG.to_owned(), Value::string(uid))]
+            .into_iter()
+            .collect(),
+    );
+    assert_eq!(tags, Some(want), "tagged with its owner's uid");
+    assert!(env.events().await.contains(&"Recovered".to_owned()));
+    // The tag is not drift: the next pass changes nothing.
+    env.pass("a").await?;
+    assert_eq!(env.plugin.updates(), 0);
+
+    // Adopted by importId: no tag, and adoption changes nothing.
+    existing(&env, "ext");
+    env.create(
+        "b",
+        json!({"importId": "ext", "forProvider": {"name": "ext", "description": "theirs"}}),
+    );
+    env.plugin.import_diagnostics(false);
+    env.pass("b").await?;
+    assert_eq!(env.plugin.updates(), 0);
     Ok(())
 }
 

@@ -6,8 +6,9 @@
 //!
 //! One resource type, [`TYPE`], with a required argument `name` (also the id the object gets,
 //! as for providers whose objects are named by the user), an optional `description`, an
-//! optional `zone` that forces replacement, an optional sensitive `password`, a computed `id`
+//! optional `zone` that forces replacement, optional `tags`, an optional sensitive `password`, a computed `id`
 //! and a computed sensitive `token`.
+//! Its list resource (`ListResource`) lists every object, or those of one `zone`.
 //! The data source of the same name looks an object up by `name` and answers its `description`,
 //! `zone`, `id` and sensitive `token`; it errors when none has that name.
 //! It plans as Terraform providers do (unknown computed values on create, `requires_replace`
@@ -25,9 +26,9 @@ use async_trait::async_trait;
 
 use super::schema::{Attribute, Block, ProviderSchema, Schema};
 use super::{
-    ApplyRequest, ApplyResponse, Diagnostic, ImportResponse, ImportedResource, PlanRequest,
-    PlanResponse, Plugin, ProviderError, ReadDataResponse, ReadRequest, ReadResponse, Result,
-    Severity, UpgradeRequest, UpgradeResponse,
+    ApplyRequest, ApplyResponse, Diagnostic, ImportResponse, ImportedResource, ListRequest,
+    ListResponse, Listed, PlanRequest, PlanResponse, Plugin, ProviderError, ReadDataResponse,
+    ReadRequest, ReadResponse, Result, Severity, UpgradeRequest, UpgradeResponse,
 };
 use crate::value::json::decode_json_bytes;
 use crate::value::{AttrPath, Type, Value};
@@ -45,6 +46,7 @@ struct State {
     plan_error: bool,
     apply_error: bool,
     import_error: bool,
+    list_error: bool,
     crash_next_create: bool,
     fresh_ids: bool,
 }
@@ -78,6 +80,10 @@ pub fn schema() -> ProviderSchema {
             attr(Type::String, false, true, false),
         ),
         ("zone".to_owned(), attr(Type::String, false, true, false)),
+        (
+            "tags".to_owned(),
+            attr(Type::map(Type::String), false, true, false),
+        ),
         ("password".to_owned(), password),
         ("id".to_owned(), attr(Type::String, false, false, true)),
         ("token".to_owned(), token),
@@ -110,9 +116,21 @@ pub fn schema() -> ProviderSchema {
             ..Block::default()
         },
     };
+    // Its list resource: every object, or those of one `zone`.
+    let list = Schema {
+        version: 0,
+        block: Block {
+            attributes: BTreeMap::from([(
+                "zone".to_owned(),
+                attr(Type::String, false, true, false),
+            )]),
+            ..Block::default()
+        },
+    };
     ProviderSchema {
         resources: BTreeMap::from([(TYPE.to_owned(), resource)]),
         data_sources: BTreeMap::from([(TYPE.to_owned(), data_source)]),
+        list_resources: BTreeMap::from([(TYPE.to_owned(), list)]),
         ..ProviderSchema::default()
     }
 }
@@ -204,6 +222,11 @@ impl FakePlugin {
     /// While on, every import answers with an error diagnostic (the provider cannot tell).
     pub fn import_diagnostics(&self, on: bool) {
         self.lock().import_error = on;
+    }
+
+    /// While on, every list answers with an error diagnostic.
+    pub fn list_diagnostics(&self, on: bool) {
+        self.lock().list_error = on;
     }
 
     /// From now on a create gives each object an id of its own (`<name>-<n>`), as most clouds
@@ -440,6 +463,32 @@ impl Plugin for FakePlugin {
         }
         Ok(ReadDataResponse {
             state,
+            diagnostics: Vec::new(),
+        })
+    }
+
+    async fn list_resource(&self, req: ListRequest) -> Result<ListResponse> {
+        self.count("ListResource");
+        if self.lock().list_error {
+            return Ok(ListResponse {
+                items: Vec::new(),
+                diagnostics: vec![error("listing failed", None)],
+            });
+        }
+        let zone = get(&req.config, "zone").filter(|z| !z.is_null()).cloned();
+        let items = self
+            .lock()
+            .objects
+            .values()
+            .filter(|o| zone.is_none() || get(o, "zone") == zone.as_ref())
+            .take(usize::try_from(req.limit).unwrap_or(usize::MAX))
+            .map(|o| Listed {
+                display_name: id_of(o).unwrap_or_default(),
+                resource_object: req.include_resource_object.then(|| o.clone()),
+            })
+            .collect();
+        Ok(ListResponse {
+            items,
             diagnostics: Vec::new(),
         })
     }

@@ -12,6 +12,7 @@ pub struct ImpliedTypes {
     pub provider: std::sync::Arc<crate::value::Type>,
     pub resources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
     pub data_sources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
+    pub list_resources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
 }
 
 impl ImpliedTypes {
@@ -26,6 +27,7 @@ impl ImpliedTypes {
             provider: Arc::new(schema.provider.block.implied_type()),
             resources: derive(&schema.resources),
             data_sources: derive(&schema.data_sources),
+            list_resources: derive(&schema.list_resources),
         }
     }
 }
@@ -75,8 +77,8 @@ macro_rules! provider_adapter {
         use crate::provider::schema::ProviderSchema;
         use crate::provider::{
             ApplyRequest, ApplyResponse, DiagnosticsExt as _, ImportResponse, ImportedResource,
-            PlanRequest, PlanResponse, Plugin, ReadDataResponse, ReadRequest, ReadResponse,
-            UpgradeRequest, UpgradeResponse,
+            ListRequest, ListResponse, Listed, PlanRequest, PlanResponse, Plugin,
+            ReadDataResponse, ReadRequest, ReadResponse, UpgradeRequest, UpgradeResponse,
         };
 
         crate::provider::convert::proto_conversions! {
@@ -149,6 +151,16 @@ macro_rules! provider_adapter {
                 types.data_sources.get(type_name).cloned().ok_or_else(|| {
                     ProviderError::UnknownType {
                         kind: "data source",
+                        type_name: type_name.to_string(),
+                    }
+                })
+            }
+
+            async fn list_type(&self, type_name: &str) -> Result<Arc<Type>> {
+                let (_, types) = self.loaded().await?;
+                types.list_resources.get(type_name).cloned().ok_or_else(|| {
+                    ProviderError::UnknownType {
+                        kind: "list resource",
                         type_name: type_name.to_string(),
                     }
                 })
@@ -433,6 +445,55 @@ macro_rules! provider_adapter {
                 Ok(ReadDataResponse {
                     state: decode(rpc, "state", resp.state, &ty)?,
                     diagnostics: diagnostics(resp.diagnostics),
+                })
+            }
+
+            async fn list_resource(&self, req: ListRequest) -> Result<ListResponse> {
+                let rpc = "list_resource";
+                let ty = self.list_type(&req.type_name).await?;
+                let msg = proto::list_resource::Request {
+                    type_name: req.type_name.clone(),
+                    config: Some(encode(rpc, "config", &req.config, &ty)?),
+                    include_resource_object: req.include_resource_object,
+                    limit: req.limit,
+                    ..Default::default()
+                };
+                // The answer is a stream: the whole of it is one call, under one deadline.
+                let limit = usize::try_from(req.limit).unwrap_or(usize::MAX);
+                let mut client = self.client();
+                let collect = async move {
+                    let mut stream = client.list_resource(msg).await?.into_inner();
+                    let mut events = Vec::new();
+                    while let Some(event) = stream.message().await? {
+                        events.push(event);
+                        if events.len() >= limit {
+                            break;
+                        }
+                    }
+                    Ok(tonic::Response::new(events))
+                };
+                let events = call(&self.plugin, rpc, &req.type_name, collect).await?;
+                let mut items = Vec::with_capacity(events.len());
+                let mut diags = Vec::new();
+                for event in events {
+                    diags.extend(diagnostics(event.diagnostic));
+                    let resource_object = match event.resource_object {
+                        Some(v) if req.include_resource_object => {
+                            let ty = self.resource_type(&req.type_name).await?;
+                            Some(decode(rpc, "resource object", Some(v), &ty)?)
+                        }
+                        _ => None,
+                    };
+                    if resource_object.is_some() || !event.display_name.is_empty() {
+                        items.push(Listed {
+                            display_name: event.display_name,
+                            resource_object,
+                        });
+                    }
+                }
+                Ok(ListResponse {
+                    items,
+                    diagnostics: diags,
                 })
             }
 

@@ -241,6 +241,14 @@ impl Plugin for ProviderHost {
             .await
     }
 
+    async fn list_resource(&self, req: super::ListRequest) -> Result<super::ListResponse> {
+        self.with(|p| {
+            let req = req.clone();
+            async move { p.list_resource(req).await }
+        })
+        .await
+    }
+
     async fn stop(&self) -> Result<String> {
         // Stop must not wait for a permit: it exists to interrupt the requests holding them.
         let inst = self.current.lock().await.clone();

@@ -247,6 +247,32 @@ pub struct ReadDataResponse {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// A `ListResource` request (protocol 5.10 / 6.10): the objects of the list resource
+/// `type_name` that `config` (a value of its list resource schema) selects.
+#[derive(Debug, Clone)]
+pub struct ListRequest {
+    pub type_name: String,
+    pub config: Value,
+    /// Ask for each object's full state, not only its identity.
+    pub include_resource_object: bool,
+    /// Stop after this many objects.
+    pub limit: i64,
+}
+
+/// One object a list found.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub display_name: String,
+    /// Its state, when asked for (a value of the resource type of the same name).
+    pub resource_object: Option<Value>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListResponse {
+    pub items: Vec<Listed>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
 /// A running Terraform provider plugin, whatever protocol it speaks. (Named `Plugin` so that
 /// `Provider` means one thing in this crate: the cluster-scoped kind in [`crate::core_kinds`].)
 ///
@@ -288,6 +314,10 @@ pub trait Plugin: Send + Sync {
     async fn import_resource_state(&self, type_name: &str, id: &str) -> Result<ImportResponse>;
 
     async fn read_data_source(&self, type_name: &str, config: &Value) -> Result<ReadDataResponse>;
+
+    /// `ListResource`: the objects a list resource finds (providers that declare list
+    /// resources in their schema; see [`ProviderSchema::list_resources`]).
+    async fn list_resource(&self, req: ListRequest) -> Result<ListResponse>;
 
     /// Ask the provider to cancel in-flight work (`StopProvider`). Returns the provider's error
     /// text, empty when it stopped cleanly.

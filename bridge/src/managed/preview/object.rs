@@ -71,7 +71,15 @@ async fn plan_one(
         (&spec.for_provider, &spec.values_from),
     )
     .await?;
-    let config = configuration(shared, &t, ns, &spec, &inputs).await?;
+    let mut config = configuration(shared, &t, ns, &spec, &inputs).await?;
+    if spec.import_id().is_none() {
+        // The owner tag the operator adds: the live object's uid, unknown before it exists.
+        let uid = live
+            .as_ref()
+            .and_then(|o| o.metadata.uid.clone())
+            .map_or_else(|| Value::Unknown(Default::default()), Value::string);
+        config = t.with_owner_tag(config, uid);
+    }
     if kind.data_source {
         // Read now, so a configuration the provider refuses shows here; nothing changes.
         lifecycle::read_data(t.host(), t.type_name, &config)
@@ -266,6 +274,9 @@ async fn observe(
         .as_ref()
         .and_then(|s| s.create_attempt.clone());
     let fence = live.and_then(|o| o.annotations().get(CREATE_ATTEMPT_ANNOTATION).cloned());
+    let owner = live
+        .and_then(|o| o.metadata.uid.as_deref())
+        .filter(|_| spec.import_id().is_none());
     let origin = decide::origin(
         !restored.state.is_null(),
         spec.import_id(),
@@ -279,7 +290,7 @@ async fn observe(
                 .map_err(|e| t.lifecycle_err("read", e))?;
             if read.new_state.is_null()
                 && let Some(attempt) = pending
-                && let Some(found) = recover(t, spec, config, &attempt).await?
+                && let Some(found) = recover(t, spec, config, owner, &attempt).await?
             {
                 return Ok((found.new_state, found.private, false));
             }
@@ -298,7 +309,7 @@ async fn observe(
             }
             Ok((imported.new_state, imported.private, false))
         }
-        Origin::Recover(attempt) => match recover(t, spec, config, &attempt).await? {
+        Origin::Recover(attempt) => match recover(t, spec, config, owner, &attempt).await? {
             Some(found) => Ok((found.new_state, found.private, false)),
             None => Ok((Value::Null, Vec::new(), false)),
         },

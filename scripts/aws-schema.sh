@@ -6,9 +6,10 @@
 #
 # The AWS provider is the largest real provider schema there is, so Kraken uses it to generate
 # CRDs for every resource type, and (later) for an end-to-end test against moto's EC2 emulator.
-# Building it takes 20-60 minutes and several GB of memory on 2 cores, so it is NOT part of
-# CI or of `scripts/testenv.sh install`: CI uses the committed, gzipped schema. Run this script
-# by hand when the pinned version below changes (or to get the binary for local tests).
+# Building it takes most of an hour and about 9 GB of memory on 2 cores. It is a test peer:
+# `scripts/testenv.sh install` calls `build`, and scripts/test.sh starts that build first, in the
+# background, so the rest of a cold run overlaps it. Codegen tests use the committed, gzipped
+# schema; `schema` regenerates it when the pinned version below changes.
 #
 # Like scripts/testenv.sh, everything is built from Go modules through the module proxy, and the
 # binary is cached by versioned file name ($CACHE/bin/terraform-provider-aws-<version>): a second

@@ -52,6 +52,8 @@ TERRAFORM_VERSION=v1.8.5
 # moto[server] from PyPI, in a venv of its own.
 MOTO_VERSION=5.2.5
 
+# hashicorp/aws is pinned in scripts/aws-schema.sh, which builds it (install calls it).
+#
 # Terraform providers: <NAME>_VERSION is the release (the mirror's version directory);
 # <NAME>_MODULE / <NAME>_MODVER is the Go module version that holds that release's source.
 #
@@ -125,10 +127,12 @@ Commands:
                    --only builds just the peers named (the others are neither built nor
                    required; those an earlier install built still go into the env file, the
                    rest are left out of it) and skips the terraform init check. PEERs: etcd,
-                   kube-apiserver, kubectl, helm, terraform, moto, random, time, null, fixture;
+                   kube-apiserver, kubectl, helm, terraform, moto, random, time, null, fixture,
+                   aws (hashicorp/aws, built by scripts/aws-schema.sh: most of an hour of 2
+                   cores and about 9 GB of memory the first time);
                    groups: control-plane (etcd, kube-apiserver, kubectl), providers (random,
                    time, null, fixture), demo (what scripts/demo.sh needs: control-plane, moto,
-                   random, time). The tests need a full install.
+                   random, time), base (every peer but aws). The tests need a full install.
   up [RUN_DIR]     Start etcd + kube-apiserver on loopback with fresh free ports (envtest-style),
                    in the background. RUN_DIR defaults to $DEFAULT_RUN_DIR; several
                    RUN_DIRs may run at once. The last line of stdout is RUN_DIR/kubeconfig

@@ -15,11 +15,13 @@ FAILED=()   # peers that failed (install exits non-zero)
 SKIPPED=()  # optional peers that were left out, with the reason
 
 # The peers `install --only` accepts, and its shorthands for groups of them.
-PEERS=(etcd kube-apiserver kubectl helm terraform moto random time null fixture)
+PEERS=(etcd kube-apiserver kubectl helm terraform moto random time null fixture aws)
 declare -A PEER_GROUPS=(
 	[control-plane]="etcd kube-apiserver kubectl"
 	[providers]="random time null fixture"
 	[demo]="etcd kube-apiserver kubectl moto random time"
+	# Everything but hashicorp/aws, which scripts/test.sh builds beside it in the background.
+	[base]="etcd kube-apiserver kubectl helm terraform moto random time null fixture"
 )
 ONLY="" # with --only: the peers to build, as ",a,b,"; empty: all of them
 
@@ -215,6 +217,28 @@ cmd_install() {
 	# Keep the mirror in step with the env file: no fixture in one means none in the other.
 	[[ -n ${provider_path[fixture]:-} ]] || rm -rf "${PLUGIN_DIR:?}/$FIXTURE_ADDR"
 
+	# hashicorp/aws, the largest peer (most of an hour of 2 cores and about 9 GB the first
+	# time). scripts/aws-schema.sh holds its pins and builds it under a lock of its own, so
+	# scripts/test.sh can start that build first, in the background, while the rest installs.
+	# Built or found, it writes $CACHE/env.aws, whose two variables go into the env file too.
+	local aws_version=""
+	if selected aws; then
+		log "hashicorp/aws: scripts/aws-schema.sh build (the first build takes most of an hour)..."
+		if ! "$REPO_ROOT/scripts/aws-schema.sh" build >/dev/null; then
+			FAILED+=(aws)
+		fi
+	fi
+	if [[ -f $CACHE/env.aws ]]; then
+		local aws_path
+		aws_path=$(sed -n 's/^export KRAKEN_TEST_PROVIDER_AWS=//p' "$CACHE/env.aws")
+		aws_version=$(sed -n 's/^export KRAKEN_TEST_PROVIDER_AWS_VERSION=//p' "$CACHE/env.aws")
+		if [[ -x $aws_path ]]; then
+			provider_path[aws]=$aws_path
+		elif selected aws; then
+			FAILED+=(aws)
+		fi
+	fi
+
 	local note
 	for note in "${SKIPPED[@]}"; do log "note: $note"; done
 	if ((${#FAILED[@]})); then
@@ -261,6 +285,10 @@ cmd_install() {
 			printf 'export KRAKEN_TEST_PROVIDER_%s=%q\n' "${p^^}" "${provider_path[$p]}"
 			printf 'export KRAKEN_TEST_PROVIDER_%s_VERSION=%q\n' "${p^^}" "${!version}"
 		done
+		if [[ -n ${provider_path[aws]:-} ]]; then
+			printf 'export KRAKEN_TEST_PROVIDER_AWS=%q\n' "${provider_path[aws]}"
+			printf 'export KRAKEN_TEST_PROVIDER_AWS_VERSION=%q\n' "$aws_version"
+		fi
 	} >"$ENV_FILE.tmp"
 	mv -f "$ENV_FILE.tmp" "$ENV_FILE"
 

@@ -6,6 +6,7 @@
 //! file or variable fails the test with the command that fixes it — a missing peer is never a
 //! silent skip.
 
+pub mod aws_api;
 pub mod bench;
 pub mod delay_proxy;
 pub mod moto;

@@ -4,7 +4,7 @@
 # provider-level tests against real provider binaries, and the end-to-end tests against a real
 # kube-apiserver + etcd, moto and the hashicorp/aws provider.
 #
-# The hashicorp/aws build is the long pole of a cold run (most of an hour of 2 cores), so it
+# The hashicorp/aws build is the long pole of a cold run (about 23 minutes of 2 cores cold), so it
 # starts first, in the background, and everything up to compiling the tests runs beside it at a
 # lower priority; the tests run once it is there. A warm run finds everything built.
 set -euo pipefail

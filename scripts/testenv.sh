@@ -128,8 +128,8 @@ Commands:
                    required; those an earlier install built still go into the env file, the
                    rest are left out of it) and skips the terraform init check. PEERs: etcd,
                    kube-apiserver, kubectl, helm, terraform, moto, random, time, null, fixture,
-                   aws (hashicorp/aws, built by scripts/aws-schema.sh: most of an hour of 2
-                   cores and about 9 GB of memory the first time);
+                   aws (hashicorp/aws, built by scripts/aws-schema.sh: about 23 minutes of 2
+                   cores and 8.6 GB of memory the first time);
                    groups: control-plane (etcd, kube-apiserver, kubectl), providers (random,
                    time, null, fixture), demo (what scripts/demo.sh needs: control-plane, moto,
                    random, time), base (every peer but aws). The tests need a full install.

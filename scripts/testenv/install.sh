@@ -217,13 +217,13 @@ cmd_install() {
 	# Keep the mirror in step with the env file: no fixture in one means none in the other.
 	[[ -n ${provider_path[fixture]:-} ]] || rm -rf "${PLUGIN_DIR:?}/$FIXTURE_ADDR"
 
-	# hashicorp/aws, the largest peer (most of an hour of 2 cores and about 9 GB the first
-	# time). scripts/aws-schema.sh holds its pins and builds it under a lock of its own, so
+	# hashicorp/aws, the largest peer (about 23 minutes of 2 cores and 8.6 GB of memory
+	# the first time). scripts/aws-schema.sh holds its pins and builds it under a lock of its own, so
 	# scripts/test.sh can start that build first, in the background, while the rest installs.
 	# Built or found, it writes $CACHE/env.aws, whose two variables go into the env file too.
 	local aws_version=""
 	if selected aws; then
-		log "hashicorp/aws: scripts/aws-schema.sh build (the first build takes most of an hour)..."
+		log "hashicorp/aws: scripts/aws-schema.sh build (a cold build takes about 23 minutes)..."
 		if ! "$REPO_ROOT/scripts/aws-schema.sh" build >/dev/null; then
 			FAILED+=(aws)
 		fi

@@ -700,7 +700,10 @@ impl Drop for ControlPlane {
             .arg("down")
             .arg(&self.run_dir)
             .output();
-        let _ = std::fs::remove_dir_all(&self.run_dir);
+        // KRAKEN_TEST_KEEP_RUN=1 keeps the logs (operator, providers, API server) to read after.
+        if std::env::var_os("KRAKEN_TEST_KEEP_RUN").is_none() {
+            let _ = std::fs::remove_dir_all(&self.run_dir);
+        }
     }
 }
 

@@ -13,7 +13,9 @@ use super::error::{Error, Result};
 use super::hold;
 use super::observe::{Observed, observe};
 use super::spec::ManagedSpec;
-use super::target::{Saved, Target, apply_plan, destroy_object, fail_on_errors, plan_paths};
+use super::target::{
+    OWNER_TAG_ANNOTATION, Saved, Target, apply_plan, destroy_object, fail_on_errors, plan_paths,
+};
 use super::write::Run;
 use crate::kit::conditions::{READY, SYNCED, Set, reason};
 use crate::provider::lifecycle::{self, Action as PlanAction, Plan};
@@ -132,7 +134,7 @@ pub(super) async fn configuration(
 
 /// `config` with the owner tag of an object Kraken creates (none for one adopted by importId).
 pub(super) fn owned(run: &Run<'_>, t: &Target<'_>, spec: &ManagedSpec, config: Value) -> Value {
-    if spec.import_id().is_some() {
+    if spec.import_id().is_some() || run.annotation(OWNER_TAG_ANNOTATION) == Some("off") {
         return config;
     }
     let uid = kube::ResourceExt::uid(&run.obj).unwrap_or_default();

@@ -95,6 +95,7 @@ pub(super) fn owner<'r>(run: &'r Run<'_>, spec: &ManagedSpec) -> Option<&'r str>
         .uid
         .as_deref()
         .filter(|_| spec.import_id().is_none())
+        .filter(|_| run.annotation(super::target::OWNER_TAG_ANNOTATION) != Some("off"))
 }
 
 /// Adopts the object `importId` names: the finalizer first, then its state.

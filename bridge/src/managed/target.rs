@@ -28,6 +28,10 @@ pub(super) struct Restored {
 /// It is part of the configuration Kraken plans with, not of `spec`, so it is never drift; an
 /// object adopted with `spec.importId` never gets it (adoption changes nothing).
 pub const OWNER_TAG: &str = "kraken.dev/owner-uid";
+/// `"off"` on a managed resource: Kraken adds no [`OWNER_TAG`] to what it creates (tag
+/// policies that forbid it, or an endpoint that cannot tag: moto's S3 Control on loopback).
+/// Recovery after an interrupted create then has only `importId` and `name` to go by.
+pub const OWNER_TAG_ANNOTATION: &str = "kraken.dev/owner-tag";
 
 /// Everything one pass needs about the resource's provider and type.
 pub(super) struct Target<'p> {

@@ -10,6 +10,7 @@ use kube::api::{Api, DynamicObject};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
+use super::super::target::OWNER_TAG_ANNOTATION;
 use super::values::{self, Inputs};
 use super::{ObjectPlan, Outcome, Shared};
 use crate::core_kinds::KindInfo;
@@ -72,7 +73,8 @@ async fn plan_one(
     )
     .await?;
     let mut config = configuration(shared, &t, ns, &spec, &inputs).await?;
-    if spec.import_id().is_none() {
+    let tag_off = doc["metadata"]["annotations"][OWNER_TAG_ANNOTATION] == "off";
+    if spec.import_id().is_none() && !tag_off {
         // The owner tag the operator adds: the live object's uid, unknown before it exists.
         let uid = live
             .as_ref()
@@ -275,6 +277,12 @@ async fn observe(
         .and_then(|s| s.create_attempt.clone());
     let fence = live.and_then(|o| o.annotations().get(CREATE_ATTEMPT_ANNOTATION).cloned());
     let owner = live
+        .filter(|o| {
+            o.annotations()
+                .get(OWNER_TAG_ANNOTATION)
+                .map(String::as_str)
+                != Some("off")
+        })
         .and_then(|o| o.metadata.uid.as_deref())
         .filter(|_| spec.import_id().is_none());
     let origin = decide::origin(

@@ -20,6 +20,7 @@ use anyhow::{Context as _, bail};
 
 use crate::{ControlPlane, TestEnv, kraken_bin};
 
+pub mod aws;
 pub mod bed;
 
 pub use bed::{

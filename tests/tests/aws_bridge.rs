@@ -14,19 +14,17 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use kraken_tests::aws_api::AwsApi;
-use kraken_tests::moto::{AMI, Moto, REGION};
-use kraken_tests::operator::bed::{describe, is_reconciled, yaml_documents};
-use kraken_tests::operator::{FixtureBed, OperatorOptions, condition};
-use kraken_tests::{TestEnv, wait_for};
+use kraken_tests::moto::AMI;
+use kraken_tests::operator::aws::*;
+use kraken_tests::operator::bed::{describe, is_reconciled};
+use kraken_tests::wait_for;
 use serde_json::{Value, json};
 
-/// The AWS provider's first start reads a schema of 1,616 resource types.
-const INSTALL: Duration = Duration::from_secs(600);
-const CONVERGE: Duration = Duration::from_secs(180);
-const GROUP: &str = "aws.tf.kraken.dev";
-const DATA_GROUP: &str = "data.aws.tf.kraken.dev";
+#[path = "aws_bridge/graph.rs"]
+mod graph;
+use graph::graph;
 
+/// The AWS provider's first start reads a schema of 1,616 resource types.
 const RESOURCES: &[&str] = &[
     "aws_vpc",
     "aws_subnet",
@@ -55,463 +53,9 @@ const DATA_SOURCES: &[&str] = &[
     "aws_ami",
 ];
 
-/// A fixture bed (control plane, core CRDs, operator) with moto beside it, the Provider `aws`
-/// installed and the ProviderConfig `aws` pointing at moto.
-struct AwsBed {
-    api: AwsApi,
-    bed: FixtureBed,
-    moto: Moto,
-}
-
-impl AwsBed {
-    fn start(name: &str) -> anyhow::Result<Self> {
-        let env = TestEnv::load()?;
-        let aws = env.provider("aws")?;
-        let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
-        eprintln!(
-            "[{name}] hashicorp/aws {} at {}",
-            aws.version,
-            aws.path.display()
-        );
-        let opts = OperatorOptions {
-            rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
-            env: kraken_tests::moto::operator_env()?,
-            args: vec!["--aws-endpoint".into(), "http://127.0.0.1:*".into()],
-            ..OperatorOptions::default()
-        };
-        let bed = FixtureBed::start(name, opts)?;
-        let moto = Moto::start(bed.cp.run_dir())?;
-        let api = AwsApi::new(&moto.endpoint())?;
-        let this = Self { api, bed, moto };
-        this.install(&mirror)?;
-        Ok(this)
-    }
-
-    fn ns(&self) -> &str {
-        &self.bed.ns
-    }
-
-    fn apply(&self, docs: &[Value]) -> anyhow::Result<()> {
-        self.bed.apply(&yaml_documents(docs))?;
-        Ok(())
-    }
-
-    /// The Provider with only the kinds used, the credentials Secret, the ProviderConfig `aws`
-    /// (every service at moto) and the AwsConfig `moto` for the native EC2Instance.
-    fn install(&self, mirror: &std::path::Path) -> anyhow::Result<()> {
-        let ns = self.ns().to_owned();
-        let endpoint = self.moto.endpoint();
-        let endpoints: serde_json::Map<String, Value> =
-            ["ec2", "s3", "iam", "sqs", "sns", "dynamodb", "kms", "sts"]
-                .iter()
-                .map(|s| ((*s).to_owned(), json!(endpoint)))
-                .collect();
-        self.apply(&[
-            json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
-                   "metadata": {"name": "aws"},
-                   "spec": {"source": "hashicorp/aws", "mirror": mirror,
-                            "resources": RESOURCES, "dataSources": DATA_SOURCES}}),
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-creds", "namespace": ns},
-                   "stringData": {"accessKeyId": "testing", "secretAccessKey": "testing"}}),
-            json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
-                   "metadata": {"name": "moto", "namespace": ns},
-                   "spec": {"region": REGION, "endpoint": endpoint, "credentials": {
-                       "accessKeyIdSecretRef": {"name": "aws-creds", "key": "accessKeyId"},
-                       "secretAccessKeySecretRef": {"name": "aws-creds", "key": "secretAccessKey"}}}}),
-        ])?;
-        wait_for(INSTALL, "the Provider aws installed", || {
-            let p = self
-                .bed
-                .cp
-                .get_json("", "providers.core.kraken.dev", "aws")?;
-            match condition(&p, "Ready") {
-                Some((s, r, _)) if s == "True" && r == "Installed" => Ok(Some(())),
-                other => bail!("Ready {other:?}"),
-            }
-        })?;
-        self.apply(&[
-            json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
-                   "metadata": {"name": "aws", "namespace": ns},
-                   "spec": {"providerRef": {"name": "aws"},
-                            "config": {"region": REGION, "s3UsePathStyle": true,
-                                       "skipCredentialsValidation": true, "skipMetadataApiCheck": "true",
-                                       "skipRegionValidation": true, "endpoints": [endpoints]},
-                            "configFrom": [
-                                {"path": "accessKey", "secretKeyRef": {"name": "aws-creds", "key": "accessKeyId"}},
-                                {"path": "secretKey", "secretKeyRef": {"name": "aws-creds", "key": "secretAccessKey"}}]}}),
-        ])
-    }
-
-    /// `kind` (of group `aws.tf.kraken.dev`, or with `data`, of its data source group).
-    fn get(&self, kind: &Kind, name: &str) -> anyhow::Result<Option<Value>> {
-        self.bed.cp.get_json_opt(self.ns(), &kind.resource(), name)
-    }
-
-    fn wait_reconciled(&self, kind: &Kind, name: &str) -> anyhow::Result<Value> {
-        self.wait_until(kind, name, "reconciled", |_| true)
-    }
-
-    /// Waits until `kind/name` is reconciled at its generation and `check` holds.
-    fn wait_until(
-        &self,
-        kind: &Kind,
-        name: &str,
-        what: &str,
-        check: impl Fn(&Value) -> bool,
-    ) -> anyhow::Result<Value> {
-        wait_for(CONVERGE, &format!("{} {name} {what}", kind.0), || {
-            let obj = self.get(kind, name)?.context("does not exist")?;
-            if is_reconciled(&obj) && check(&obj) {
-                Ok(Some(obj))
-            } else {
-                bail!("{}", describe(&obj))
-            }
-        })
-    }
-
-    fn patch(&self, kind: &Kind, name: &str, spec: Value) -> anyhow::Result<()> {
-        let patch = json!({"spec": spec}).to_string();
-        let resource = kind.resource();
-        self.bed.cp.kubectl(&[
-            "patch",
-            &resource,
-            name,
-            "-n",
-            self.ns(),
-            "--type",
-            "merge",
-            "-p",
-            &patch,
-        ])?;
-        Ok(())
-    }
-
-    /// Waits until the AWS API shows what `check` looks for in the answer of `op`.
-    fn wait_aws(
-        &self,
-        what: &str,
-        (service, op, params): (&str, &str, Value),
-        check: impl Fn(&Value) -> bool,
-    ) -> anyhow::Result<Value> {
-        wait_for(CONVERGE, what, || {
-            let answer = self.api.call(service, op, &params)?;
-            if check(&answer) {
-                Ok(Some(answer))
-            } else {
-                bail!("{service}.{op}: {answer}")
-            }
-        })
-    }
-}
-
-/// A generated kind: its name and whether it is a data source kind.
-struct Kind(&'static str, bool);
-
-impl Kind {
-    /// What kubectl takes: the singular (the kind, lowercased), qualified by the group.
-    fn resource(&self) -> String {
-        let group = if self.1 { DATA_GROUP } else { GROUP };
-        format!("{}.{group}", self.0.to_ascii_lowercase())
-    }
-}
-
-const VPC: Kind = Kind("Vpc", false);
-const SUBNET: Kind = Kind("Subnet", false);
-const SG: Kind = Kind("SecurityGroup", false);
-const INGRESS: Kind = Kind("VpcSecurityGroupIngressRule", false);
-const IGW: Kind = Kind("InternetGateway", false);
-const RT: Kind = Kind("RouteTable", false);
-const RTA: Kind = Kind("RouteTableAssociation", false);
-const VERSIONING: Kind = Kind("S3BucketVersioning", false);
-const BUCKET_POLICY: Kind = Kind("S3BucketPolicy", false);
-const ROLE: Kind = Kind("IamRole", false);
-const POLICY: Kind = Kind("IamPolicy", false);
-const ROLE_POLICY: Kind = Kind("IamRolePolicy", false);
-const ATTACHMENT: Kind = Kind("IamRolePolicyAttachment", false);
-const QUEUE: Kind = Kind("SqsQueue", false);
-const TOPIC: Kind = Kind("SnsTopic", false);
-const SUBSCRIPTION: Kind = Kind("SnsTopicSubscription", false);
-const TABLE: Kind = Kind("DynamodbTable", false);
-const KEY: Kind = Kind("KmsKey", false);
-const INSTANCE: Kind = Kind("Instance", false);
-const ZONES: Kind = Kind("DataAvailabilityZones", true);
-const ME: Kind = Kind("DataCallerIdentity", true);
-const DOC: Kind = Kind("DataIamPolicyDocument", true);
-const IMAGE: Kind = Kind("DataAmi", true);
-
-/// A manifest of `kind` named `name` using the ProviderConfig `aws`.
-fn obj(ns: &str, kind: &Kind, name: &str, for_provider: Value, values_from: Value) -> Value {
-    let group = if kind.1 { DATA_GROUP } else { GROUP };
-    json!({"apiVersion": format!("{group}/v1alpha1"), "kind": kind.0,
-           "metadata": {"name": name, "namespace": ns},
-           "spec": {"providerConfigRef": {"name": "aws"}, "forProvider": for_provider,
-                    "valuesFrom": values_from, "driftInterval": "3s"}})
-}
-
-fn from(path: &str, kind: &str, name: &str, out: &str) -> Value {
-    json!({"path": path, "resource": {"kind": kind, "name": name, "path": out}})
-}
-
-/// A literal argument through `valuesFrom` (a template without references).
-fn lit(path: &str, text: &str) -> Value {
-    json!({"path": path, "template": text})
-}
-
-fn at(obj: &Value, path: &str) -> String {
-    obj["status"]["atProvider"][path]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-const TRUST: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-
-fn graph(ns: &str, bucket: &str) -> Vec<Value> {
-    let bucket = bucket.to_owned();
-    let mut docs = vec![
-        obj(
-            ns,
-            &ZONES,
-            "zones",
-            json!({"state": "available"}),
-            json!([]),
-        ),
-        obj(ns, &ME, "me", json!({}), json!([])),
-        obj(
-            ns,
-            &IMAGE,
-            "image",
-            json!({"mostRecent": true, "filter": [{"name": "image-id", "values": [AMI]}]}),
-            json!([]),
-        ),
-        obj(
-            ns,
-            &VPC,
-            "net",
-            json!({"cidrBlock": "10.40.0.0/16", "tags": {"team": "a"}}),
-            json!([]),
-        ),
-        obj(
-            ns,
-            &SUBNET,
-            "app",
-            json!({"cidrBlock": "10.40.1.0/24"}),
-            json!([
-                from("vpcId", "Vpc", "net", "id"),
-                from(
-                    "availabilityZone",
-                    "DataAvailabilityZones",
-                    "zones",
-                    "names.0"
-                )
-            ]),
-        ),
-        obj(
-            ns,
-            &SG,
-            "web",
-            json!({"name": "kraken-web", "description": "web"}),
-            json!([from("vpcId", "Vpc", "net", "id")]),
-        ),
-        obj(
-            ns,
-            &INGRESS,
-            "https",
-            json!({"ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.0.0.0/8"}),
-            json!([from("securityGroupId", "SecurityGroup", "web", "id")]),
-        ),
-        obj(
-            ns,
-            &IGW,
-            "gw",
-            json!({}),
-            json!([from("vpcId", "Vpc", "net", "id")]),
-        ),
-        obj(
-            ns,
-            &RT,
-            "rt",
-            json!({}),
-            json!([from("vpcId", "Vpc", "net", "id")]),
-        ),
-        obj(
-            ns,
-            &RTA,
-            "rta",
-            json!({}),
-            json!([
-                from("subnetId", "Subnet", "app", "id"),
-                from("routeTableId", "RouteTable", "rt", "id")
-            ]),
-        ),
-        obj(
-            ns,
-            &VERSIONING,
-            "data",
-            json!({"versioningConfiguration": [{"status": "Enabled"}]}),
-            json!([lit("bucket", &bucket)]),
-        ),
-        obj(
-            ns,
-            &ROLE,
-            "app",
-            json!({"name": "kraken-app", "assumeRolePolicy": TRUST}),
-            json!([]),
-        ),
-        // The role's ARN into two policy documents: one the role may pass itself (a managed
-        // policy and an inline one), one that lets the role read the bucket. The admission
-        // rule refuses a block set in forProvider with a field from valuesFrom (one place per
-        // argument), so each statement is given wholly through valuesFrom, literals as
-        // templates without references.
-        obj(
-            ns,
-            &DOC,
-            "pass",
-            json!({}),
-            json!([
-                lit("statement.0.effect", "Allow"),
-                lit("statement.0.actions.0", "iam:PassRole"),
-                from("statement.0.resources.0", "IamRole", "app", "arn")
-            ]),
-        ),
-        obj(
-            ns,
-            &DOC,
-            "read-bucket",
-            json!({}),
-            json!([
-                lit("statement.0.effect", "Allow"),
-                lit("statement.0.actions.0", "s3:GetObject"),
-                lit("statement.0.principals.0.type", "AWS"),
-                from(
-                    "statement.0.principals.0.identifiers.0",
-                    "IamRole",
-                    "app",
-                    "arn"
-                ),
-                lit(
-                    "statement.0.resources.0",
-                    &format!("arn:aws:s3:::{bucket}/*")
-                )
-            ]),
-        ),
-        obj(
-            ns,
-            &POLICY,
-            "pass",
-            json!({"name": "kraken-pass"}),
-            json!([from("policy", "DataIamPolicyDocument", "pass", "json")]),
-        ),
-        obj(
-            ns,
-            &ROLE_POLICY,
-            "inline",
-            json!({"name": "kraken-inline"}),
-            json!([
-                from("role", "IamRole", "app", "id"),
-                from("policy", "DataIamPolicyDocument", "pass", "json")
-            ]),
-        ),
-        obj(
-            ns,
-            &ATTACHMENT,
-            "pass",
-            json!({}),
-            json!([
-                from("role", "IamRole", "app", "id"),
-                from("policyArn", "IamPolicy", "pass", "arn")
-            ]),
-        ),
-        obj(
-            ns,
-            &BUCKET_POLICY,
-            "data",
-            json!({}),
-            json!([
-                lit("bucket", &bucket),
-                from("policy", "DataIamPolicyDocument", "read-bucket", "json")
-            ]),
-        ),
-        obj(
-            ns,
-            &QUEUE,
-            "jobs",
-            json!({"name": "kraken-jobs", "visibilityTimeoutSeconds": 30}),
-            json!([]),
-        ),
-        obj(
-            ns,
-            &TOPIC,
-            "events",
-            json!({"name": "kraken-events"}),
-            json!([]),
-        ),
-        obj(
-            ns,
-            &SUBSCRIPTION,
-            "jobs",
-            json!({"protocol": "sqs"}),
-            json!([
-                from("topicArn", "SnsTopic", "events", "arn"),
-                from("endpoint", "SqsQueue", "jobs", "arn")
-            ]),
-        ),
-        obj(
-            ns,
-            &TABLE,
-            "items",
-            json!({"name": "kraken-items", "billingMode": "PAY_PER_REQUEST", "hashKey": "id",
-                   "attribute": [{"name": "id", "type": "S"}]}),
-            json!([]),
-        ),
-        obj(
-            ns,
-            &KEY,
-            "key",
-            json!({"description": "kraken key", "deletionWindowInDays": 7}),
-            json!([]),
-        ),
-        obj(
-            ns,
-            &INSTANCE,
-            "vm",
-            json!({"instanceType": "t3.micro"}),
-            json!([
-                from("ami", "DataAmi", "image", "id"),
-                from("subnetId", "Subnet", "app", "id")
-            ]),
-        ),
-        // The native path beside the bridge, in the bridged subnet.
-        json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
-               "metadata": {"name": "native", "namespace": ns},
-               "spec": {"awsConfigRef": {"name": "moto"}, "imageId": AMI, "instanceType": "t3.micro",
-                        "valuesFrom": [{"path": "subnetId", "resource": {"kind": "Subnet", "name": "app", "path": "id"}}]}}),
-        json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ConfigExport",
-        "metadata": {"name": "app-config", "namespace": ns},
-        "spec": {"target": {"kind": "ConfigMap", "name": "app-config"}, "data": [
-            {"key": "queueUrl", "resource": {"kind": "SqsQueue", "name": "jobs", "path": "url"}},
-            {"key": "account", "resource": {"kind": "DataCallerIdentity", "name": "me", "path": "accountId"}},
-        ]}}),
-    ];
-    // Data sources read again every 10 s rather than use the drift interval.
-    for d in &mut docs {
-        if d["apiVersion"]
-            .as_str()
-            .is_some_and(|a| a.starts_with("data."))
-        {
-            let spec = &mut d["spec"];
-            if let Some(s) = spec.as_object_mut() {
-                s.remove("driftInterval");
-                s.insert("refreshInterval".into(), json!("10s"));
-            }
-        }
-    }
-    docs
-}
-
 #[test]
 fn aws_resources_reconcile_through_the_bridge_against_moto() -> anyhow::Result<()> {
-    let ab = AwsBed::start("aws-bridge")?;
+    let ab = AwsBed::start("aws-bridge", true, (RESOURCES, DATA_SOURCES))?;
     let result = scenario(&ab);
     ab.bed.finish(result)
 }
@@ -721,6 +265,7 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
         "{exported}"
     );
 
+    memory(ab)?;
     changes(ab, &vpc_id, &queue_url, &key_id)?;
     drift(ab, &vpc_id, &queue_url, &bucket, &key_id)?;
     deletion(
@@ -734,6 +279,41 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
             vm: vm_id,
         },
     )
+}
+
+/// One AWS provider process serves the ProviderConfig, and its resident memory is a metric.
+fn memory(ab: &AwsBed) -> anyhow::Result<()> {
+    let config = format!("{}/aws", ab.ns());
+    let is_aws =
+        |labels: &[(String, String)]| labels.iter().any(|(k, v)| k == "config" && *v == config);
+    let rss = wait_for(
+        Duration::from_secs(30),
+        "the AWS provider's memory metric",
+        || {
+            Ok(ab
+                .bed
+                .op
+                .metric_where("kraken_provider_resident_memory_bytes", is_aws)
+                .ok())
+        },
+    )?;
+    ensure!(
+        rss > 50e6,
+        "the AWS provider's resident memory: {rss} bytes"
+    );
+    let pid = ab.bed.op.pid().context("the operator runs")?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let operator_kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_default();
+    eprintln!(
+        "[aws-bridge] resident memory with 24 objects Ready: AWS provider {:.0} MiB (metric), operator {:.0} MiB (debug build)",
+        rss / 1048576.0,
+        operator_kb / 1024.0
+    );
+    Ok(())
 }
 
 /// Changes of spec reach moto in place.

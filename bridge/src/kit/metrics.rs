@@ -34,6 +34,12 @@ struct RpcLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcessLabels {
+    provider: String,
+    config: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     resource: String,
     verb: String,
@@ -65,6 +71,7 @@ pub struct Metrics {
     events_dropped: Counter,
     provider_processes: Gauge,
     provider_launches: Gauge,
+    provider_rss: Family<ProcessLabels, Gauge>,
     managed_resources: Family<KindLabels, Gauge>,
     leader: Gauge,
 }
@@ -130,6 +137,13 @@ impl Metrics {
             "Provider processes launched since the operator started",
             provider_launches.clone(),
         );
+        let provider_rss = Family::<ProcessLabels, Gauge>::default();
+        registry.register_with_unit(
+            "provider_resident_memory",
+            "Resident memory of each provider process, per provider and ProviderConfig",
+            Unit::Bytes,
+            provider_rss.clone(),
+        );
         let managed_resources = Family::<KindLabels, Gauge>::default();
         registry.register(
             "managed_resources",
@@ -152,6 +166,7 @@ impl Metrics {
             events_dropped,
             provider_processes,
             provider_launches,
+            provider_rss,
             managed_resources,
             leader,
         }
@@ -211,6 +226,20 @@ impl Metrics {
     /// Provider processes launched so far (from the pool's stats).
     pub fn set_provider_launches(&self, n: i64) {
         self.provider_launches.set(n);
+    }
+
+    /// The resident memory of each provider process now, as `(provider, ProviderConfig,
+    /// bytes)`: processes gone since the last call disappear from the metric.
+    pub fn set_provider_memory(&self, samples: &[(String, String, u64)]) {
+        self.provider_rss.clear();
+        for (provider, config, bytes) in samples {
+            self.provider_rss
+                .get_or_create(&ProcessLabels {
+                    provider: provider.clone(),
+                    config: config.clone(),
+                })
+                .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
+        }
     }
 
     /// Objects of `kind` being managed now.

@@ -348,6 +348,7 @@ fn spawn_pool_gauges(
             let stats = pool.stats();
             metrics.set_provider_processes(i64::try_from(stats.processes).unwrap_or(i64::MAX));
             metrics.set_provider_launches(i64::try_from(stats.launches).unwrap_or(i64::MAX));
+            metrics.set_provider_memory(&pool.memory().await);
         }
     })
 }

@@ -408,6 +408,28 @@ impl ProviderPool {
         shutdown_each(hosts).await;
     }
 
+    /// The resident memory of each live process, as `(provider address and version,
+    /// ProviderConfig, bytes)`, read from `/proc` (empty where there is none).
+    pub async fn memory(&self) -> Vec<(String, String, u64)> {
+        let hosts: Vec<(PoolKey, Arc<ProviderHost>)> = self
+            .state()
+            .entries
+            .iter()
+            .filter_map(|(k, e)| e.cell.get().map(|h| (k.clone(), h.clone())))
+            .collect();
+        let mut samples = Vec::with_capacity(hosts.len());
+        for (key, host) in hosts {
+            let Some(pid) = host.plugin().await.and_then(|c| c.pid()) else {
+                continue;
+            };
+            if let Some(bytes) = resident_bytes(pid) {
+                let provider = format!("{} {}", key.address, key.version);
+                samples.push((provider, key.config_name.clone(), bytes));
+            }
+        }
+        samples
+    }
+
     pub fn stats(&self) -> PoolStats {
         let state = self.state();
         let live = state.entries.values().filter(|e| e.cell.get().is_some());
@@ -417,6 +439,20 @@ impl ProviderPool {
             launches: self.launches.load(Ordering::Relaxed),
         }
     }
+}
+
+/// `VmRSS` of process `pid` in bytes, from `/proc/<pid>/status`.
+fn resident_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// Find or create the cell for `key`, removing (and returning) the older configurations of the

@@ -13,7 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use tracing::warn;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,6 +59,74 @@ fn rpc_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
+/// Registers `metric` as `name` with `help` (and `unit`, which adds its suffix), and returns it:
+/// the registry keeps one handle, the caller the other.
+fn reg<M: Metric + Clone>(
+    registry: &mut Registry,
+    (name, help): (&str, &str),
+    unit: Option<Unit>,
+    metric: M,
+) -> M {
+    match unit {
+        Some(unit) => registry.register_with_unit(name, help, unit, metric.clone()),
+        None => registry.register(name, help, metric.clone()),
+    }
+    metric
+}
+
+/// The provider processes' metrics: RPC latency, how many run, launches, resident memory.
+#[derive(Debug)]
+struct ProviderMetrics {
+    rpc_duration: HistogramFamily<RpcLabels>,
+    processes: Gauge,
+    launches: Gauge,
+    rss: Family<ProcessLabels, Gauge>,
+}
+
+impl ProviderMetrics {
+    fn register(r: &mut Registry) -> Self {
+        let rpc_duration = reg(
+            r,
+            (
+                "provider_rpc_duration",
+                "Time one provider RPC took, per provider and RPC",
+            ),
+            Some(Unit::Seconds),
+            Family::new_with_constructor(rpc_histogram as fn() -> Histogram),
+        );
+        let processes = reg(
+            r,
+            ("provider_processes", "Provider processes running"),
+            None,
+            Gauge::default(),
+        );
+        let launches = reg(
+            r,
+            (
+                "provider_launches",
+                "Provider processes launched since the operator started",
+            ),
+            None,
+            Gauge::default(),
+        );
+        let rss = reg(
+            r,
+            (
+                "provider_resident_memory",
+                "Resident memory of each provider process, per provider and ProviderConfig",
+            ),
+            Some(Unit::Bytes),
+            Family::default(),
+        );
+        Self {
+            rpc_duration,
+            processes,
+            launches,
+            rss,
+        }
+    }
+}
+
 /// The operator's metrics and the registry that exposes them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -66,12 +134,10 @@ pub struct Metrics {
     reconcile_runs: Family<KindLabels, Counter>,
     reconcile_duration: HistogramFamily<KindLabels>,
     reconcile_failures: Family<FailureLabels, Counter>,
-    provider_rpc_duration: HistogramFamily<RpcLabels>,
+
     api_writes: Family<WriteLabels, Counter>,
     events_dropped: Counter,
-    provider_processes: Gauge,
-    provider_launches: Gauge,
-    provider_rss: Family<ProcessLabels, Gauge>,
+    provider: ProviderMetrics,
     managed_resources: Family<KindLabels, Gauge>,
     leader: Gauge,
 }
@@ -85,88 +151,66 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("kraken");
-        let reconcile_runs = Family::<KindLabels, Counter>::default();
-        registry.register(
-            "reconcile_runs",
-            "Reconciles started, per kind",
-            reconcile_runs.clone(),
+        let r = &mut registry;
+        let per_kind = "Reconciles started, per kind";
+        let reconcile_runs = reg(r, ("reconcile_runs", per_kind), None, Family::default());
+        let reconcile_duration = reg(
+            r,
+            ("reconcile_duration", "Time one reconcile took, per kind"),
+            Some(Unit::Seconds),
+            Family::new_with_constructor(reconcile_histogram as fn() -> Histogram),
         );
-        let reconcile_duration: HistogramFamily<KindLabels> =
-            Family::new_with_constructor(reconcile_histogram);
-        registry.register_with_unit(
-            "reconcile_duration",
-            "Time one reconcile took, per kind",
-            Unit::Seconds,
-            reconcile_duration.clone(),
+        let reconcile_failures = reg(
+            r,
+            (
+                "reconcile_failures",
+                "Reconciles that failed, per kind and reason",
+            ),
+            None,
+            Family::default(),
         );
-        let reconcile_failures = Family::<FailureLabels, Counter>::default();
-        registry.register(
-            "reconcile_failures",
-            "Reconciles that failed, per kind and reason",
-            reconcile_failures.clone(),
+        let api_writes = reg(
+            r,
+            (
+                "api_writes",
+                "Writes the operator made to the API server, per resource and verb",
+            ),
+            None,
+            Family::default(),
         );
-        let provider_rpc_duration: HistogramFamily<RpcLabels> =
-            Family::new_with_constructor(rpc_histogram);
-        registry.register_with_unit(
-            "provider_rpc_duration",
-            "Time one provider RPC took, per provider and RPC",
-            Unit::Seconds,
-            provider_rpc_duration.clone(),
+        let events_dropped = reg(
+            r,
+            (
+                "events_dropped",
+                "Events dropped because the event queue was full",
+            ),
+            None,
+            Counter::default(),
         );
-        let api_writes = Family::<WriteLabels, Counter>::default();
-        registry.register(
-            "api_writes",
-            "Writes the operator made to the API server, per resource and verb",
-            api_writes.clone(),
+        let managed_resources = reg(
+            r,
+            ("managed_resources", "Objects being managed, per kind"),
+            None,
+            Family::default(),
         );
-        let events_dropped = Counter::default();
-        registry.register(
-            "events_dropped",
-            "Events dropped because the event queue was full",
-            events_dropped.clone(),
+        let leader = reg(
+            r,
+            (
+                "leader",
+                "1 while this replica holds the leader Lease, else 0",
+            ),
+            None,
+            Gauge::default(),
         );
-        let provider_processes = Gauge::default();
-        registry.register(
-            "provider_processes",
-            "Provider processes running",
-            provider_processes.clone(),
-        );
-        let provider_launches = Gauge::default();
-        registry.register(
-            "provider_launches",
-            "Provider processes launched since the operator started",
-            provider_launches.clone(),
-        );
-        let provider_rss = Family::<ProcessLabels, Gauge>::default();
-        registry.register_with_unit(
-            "provider_resident_memory",
-            "Resident memory of each provider process, per provider and ProviderConfig",
-            Unit::Bytes,
-            provider_rss.clone(),
-        );
-        let managed_resources = Family::<KindLabels, Gauge>::default();
-        registry.register(
-            "managed_resources",
-            "Objects being managed, per kind",
-            managed_resources.clone(),
-        );
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease, else 0",
-            leader.clone(),
-        );
+        let provider = ProviderMetrics::register(r);
         Self {
             registry,
             reconcile_runs,
             reconcile_duration,
             reconcile_failures,
-            provider_rpc_duration,
             api_writes,
             events_dropped,
-            provider_processes,
-            provider_launches,
-            provider_rss,
+            provider,
             managed_resources,
             leader,
         }
@@ -198,7 +242,8 @@ impl Metrics {
             provider: provider.into(),
             rpc: rpc.into(),
         };
-        self.provider_rpc_duration
+        self.provider
+            .rpc_duration
             .get_or_create(&labels)
             .observe(seconds);
     }
@@ -220,20 +265,21 @@ impl Metrics {
 
     /// Provider processes running now (from the pool's stats).
     pub fn set_provider_processes(&self, n: i64) {
-        self.provider_processes.set(n);
+        self.provider.processes.set(n);
     }
 
     /// Provider processes launched so far (from the pool's stats).
     pub fn set_provider_launches(&self, n: i64) {
-        self.provider_launches.set(n);
+        self.provider.launches.set(n);
     }
 
     /// The resident memory of each provider process now, as `(provider, ProviderConfig,
     /// bytes)`: processes gone since the last call disappear from the metric.
     pub fn set_provider_memory(&self, samples: &[(String, String, u64)]) {
-        self.provider_rss.clear();
+        self.provider.rss.clear();
         for (provider, config, bytes) in samples {
-            self.provider_rss
+            self.provider
+                .rss
                 .get_or_create(&ProcessLabels {
                     provider: provider.clone(),
                     config: config.clone(),

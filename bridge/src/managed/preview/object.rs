@@ -72,16 +72,8 @@ async fn plan_one(
         (&spec.for_provider, &spec.values_from),
     )
     .await?;
-    let mut config = configuration(shared, &t, ns, &spec, &inputs).await?;
-    let tag_off = doc["metadata"]["annotations"][OWNER_TAG_ANNOTATION] == "off";
-    if spec.import_id().is_none() && !tag_off {
-        // The owner tag the operator adds: the live object's uid, unknown before it exists.
-        let uid = live
-            .as_ref()
-            .and_then(|o| o.metadata.uid.clone())
-            .map_or_else(|| Value::Unknown(Default::default()), Value::string);
-        config = t.with_owner_tag(config, uid);
-    }
+    let config = configuration(shared, &t, ns, &spec, &inputs).await?;
+    let config = owned(&t, &spec, doc, live.as_ref(), config);
     if kind.data_source {
         // Read now, so a configuration the provider refuses shows here; nothing changes.
         lifecycle::read_data(t.host(), t.type_name, &config)
@@ -125,6 +117,25 @@ async fn plan_one(
         values_from: inputs.shown,
         notes,
     })
+}
+
+/// `config` with the owner tag the operator would add: the live object's uid, unknown before
+/// it exists (none for an object adopted by importId or with the tag turned off).
+fn owned(
+    t: &Target<'_>,
+    spec: &ManagedSpec,
+    doc: &Json,
+    live: Option<&DynamicObject>,
+    config: Value,
+) -> Value {
+    let tag_off = doc["metadata"]["annotations"][OWNER_TAG_ANNOTATION] == "off";
+    if spec.import_id().is_some() || tag_off {
+        return config;
+    }
+    let uid = live
+        .and_then(|o| o.metadata.uid.clone())
+        .map_or_else(|| Value::Unknown(Default::default()), Value::string);
+    t.with_owner_tag(config, uid)
 }
 
 /// The ProviderConfig `name`: the set's, else the cluster's (read once).

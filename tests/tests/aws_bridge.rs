@@ -339,25 +339,7 @@ fn changes(ab: &AwsBed, vpc_id: &str, queue_url: &str, key_id: &str) -> anyhow::
         "app",
         json!({"forProvider": {"description": "the app"}}),
     )?;
-    ab.wait_aws(
-        "the VPC tag changed",
-        ("ec2", "describe_vpcs", json!({"VpcIds": [vpc_id]})),
-        |a| has_tag(&a["Vpcs"][0]["Tags"], "team", "b"),
-    )?;
-    ab.wait_aws(
-        "the queue's visibility timeout changed",
-        (
-            "sqs",
-            "get_queue_attributes",
-            json!({"QueueUrl": queue_url, "AttributeNames": ["VisibilityTimeout"]}),
-        ),
-        |a| a["Attributes"]["VisibilityTimeout"] == "60",
-    )?;
-    ab.wait_aws(
-        "the key's description changed",
-        ("kms", "describe_key", json!({"KeyId": key_id})),
-        |a| a["KeyMetadata"]["Description"] == "changed",
-    )?;
+    changed_values(ab, "changed", (vpc_id, queue_url, key_id))?;
     ab.wait_aws(
         "the role's description changed",
         ("iam", "get_role", json!({"RoleName": "kraken-app"})),
@@ -386,6 +368,35 @@ fn changes(ab: &AwsBed, vpc_id: &str, queue_url: &str, key_id: &str) -> anyhow::
     ] {
         ab.wait_reconciled(kind, name)?;
     }
+    Ok(())
+}
+
+/// Waits until moto shows the values the changed specs give: the VPC's tag, the queue's
+/// visibility timeout, the key's description (after the change, and again after drift).
+fn changed_values(
+    ab: &AwsBed,
+    why: &str,
+    (vpc_id, queue_url, key_id): (&str, &str, &str),
+) -> anyhow::Result<()> {
+    ab.wait_aws(
+        &format!("the VPC tag {why}"),
+        ("ec2", "describe_vpcs", json!({"VpcIds": [vpc_id]})),
+        |a| has_tag(&a["Vpcs"][0]["Tags"], "team", "b"),
+    )?;
+    ab.wait_aws(
+        &format!("the queue's visibility timeout {why}"),
+        (
+            "sqs",
+            "get_queue_attributes",
+            json!({"QueueUrl": queue_url, "AttributeNames": ["VisibilityTimeout"]}),
+        ),
+        |a| a["Attributes"]["VisibilityTimeout"] == "60",
+    )?;
+    ab.wait_aws(
+        &format!("the key's description {why}"),
+        ("kms", "describe_key", json!({"KeyId": key_id})),
+        |a| a["KeyMetadata"]["Description"] == "changed",
+    )?;
     Ok(())
 }
 
@@ -424,29 +435,11 @@ fn drift(
         "update_key_description",
         &json!({"KeyId": key_id, "Description": "theirs"}),
     )?;
-    ab.wait_aws(
-        "the VPC tag put back",
-        ("ec2", "describe_vpcs", json!({"VpcIds": [vpc_id]})),
-        |a| has_tag(&a["Vpcs"][0]["Tags"], "team", "b"),
-    )?;
-    ab.wait_aws(
-        "the visibility timeout put back",
-        (
-            "sqs",
-            "get_queue_attributes",
-            json!({"QueueUrl": queue_url, "AttributeNames": ["VisibilityTimeout"]}),
-        ),
-        |a| a["Attributes"]["VisibilityTimeout"] == "60",
-    )?;
+    changed_values(ab, "put back", (vpc_id, queue_url, key_id))?;
     ab.wait_aws(
         "versioning enabled again",
         ("s3", "get_bucket_versioning", json!({"Bucket": bucket})),
         |a| a["Status"] == "Enabled",
-    )?;
-    ab.wait_aws(
-        "the key's description put back",
-        ("kms", "describe_key", json!({"KeyId": key_id})),
-        |a| a["KeyMetadata"]["Description"] == "changed",
     )?;
     // Each said so (Events are published in the background, so a moment after the fix).
     for (kind, name) in [(&VPC, "net"), (&QUEUE, "jobs"), (&VERSIONING, "data")] {

@@ -19,6 +19,7 @@ use super::target::{
 use super::write::Run;
 use crate::kit::conditions::{READY, SYNCED, Set, reason};
 use crate::provider::lifecycle::{self, Action as PlanAction, Plan};
+use crate::source::Configured;
 use crate::value::Value;
 
 /// Brings a live object to its spec.
@@ -30,12 +31,8 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
                 .into(),
         ));
     }
-    let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = ctx
-        .source
-        .provider(&kind, &run.namespace, spec.provider_config())
-        .await?;
+    let p = provider(run, spec).await?;
     let t = Target::new(&p, &kind.type_name)?;
     let Some(config) = configuration(run, &t, spec).await? else {
         return Ok(Action::await_change());
@@ -94,6 +91,16 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
     publish(run, &t).await?;
     run.flush_status().await?;
     Ok(spec.drift_action())
+}
+
+/// The configured provider of the object's ProviderConfig.
+pub(super) async fn provider(run: &Run<'_>, spec: &ManagedSpec) -> Result<Configured> {
+    let ctx = run.k.ctx.clone();
+    let kind = &run.k.kind;
+    Ok(ctx
+        .source
+        .provider(kind, &run.namespace, spec.provider_config())
+        .await?)
 }
 
 /// The reason the plan pending (`status.plan`) waits under, if one does.

@@ -97,10 +97,7 @@ enum Destroyed {
 async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
     let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = ctx
-        .source
-        .provider(&kind, &run.namespace, spec.provider_config())
-        .await?;
+    let p = super::apply::provider(run, spec).await?;
     let t = Target::new(&p, &kind.type_name)?;
     let restored = t.restore(run.load_state().await?).await?;
     let completed = restored

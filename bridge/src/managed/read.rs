@@ -7,7 +7,7 @@
 
 use kube::runtime::controller::Action;
 
-use super::apply::{configuration, publish, succeed};
+use super::apply::{configuration, provider, publish, succeed};
 use super::error::Result;
 use super::spec::ManagedSpec;
 use super::target::Target;
@@ -16,12 +16,8 @@ use crate::provider::lifecycle;
 
 /// Reads a live data source object.
 pub(super) async fn read(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
-    let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
-    let p = ctx
-        .source
-        .provider(&kind, &run.namespace, spec.provider_config())
-        .await?;
+    let p = provider(run, spec).await?;
     let t = Target::new(&p, &kind.type_name)?;
     let Some(config) = configuration(run, &t, spec).await? else {
         return Ok(Action::await_change());

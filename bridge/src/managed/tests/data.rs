@@ -80,15 +80,7 @@ async fn a_failed_read_says_why_and_retries() -> anyhow::Result<()> {
     env.create("d", json!({"forProvider": {"name": "missing"}}));
     let action = env.pass("d").await?;
     assert_eq!(env.condition("d", "Synced"), no("ProviderError"));
-    let obj = env.object("d").unwrap_or_default();
-    let message = obj["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Synced")
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let message = super::plans::synced_message(&env, "d");
     assert!(message.contains("no object has this name"), "{message}");
     assert!(message.contains("spec.forProvider.name"), "{message}");
     assert_ne!(

@@ -15,7 +15,7 @@ fn plan_id(env: &Env, name: &str) -> String {
 }
 
 /// The Synced condition's message on `name`.
-fn synced_message(env: &Env, name: &str) -> String {
+pub(super) fn synced_message(env: &Env, name: &str) -> String {
     let obj = env.object(name).unwrap_or_default();
     obj["status"]["conditions"]
         .as_array()

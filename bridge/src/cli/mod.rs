@@ -93,7 +93,8 @@ pub struct CodegenArgs {
     /// Only these resource types: comma-separated glob patterns over Terraform type names.
     #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
     pub resources: Vec<String>,
-    /// Also emit read-only kinds for data sources (group data.<provider>.tf.kraken.dev).
+    /// Also emit read-only kinds for data sources: group data.<provider>.tf.kraken.dev, kind
+    /// Data<Name> (aws_ami → DataAmi), matched by the same --resources patterns.
     #[arg(long)]
     pub data_sources: bool,
     /// Trim descriptions from CRDs larger than this many bytes of JSON.

@@ -137,10 +137,17 @@ pub(super) fn show_live(run: &mut Run<'_>, fields: &crate::value::fields::FieldM
     run.set_status_field("externalId", id.unwrap_or(Json::Null));
 }
 
+/// The owner tag Kraken adds ([`super::target::OWNER_TAG`]) is left out too: it is Kraken's
+/// bookkeeping, not the user's, so status and published outputs show the tags the spec gives.
 pub fn without_sensitive_inputs(run: &Run<'_>, state: &Value) -> Json {
     let mut json = to_kube_json(state);
     if let Some(members) = json.as_object_mut() {
         members.retain(|k, _| !run.sensitive_inputs.contains(k));
+        for attr in ["tags", "tags_all"] {
+            if let Some(Json::Object(tags)) = members.get_mut(attr) {
+                tags.remove(super::target::OWNER_TAG);
+            }
+        }
     }
     json
 }

@@ -409,6 +409,14 @@ async fn a_crashed_create_without_a_name_is_found_by_its_owner_tag() -> anyhow::
     );
     assert_eq!(tags, Some(want), "tagged with its owner's uid");
     assert!(env.events().await.contains(&"Recovered".to_owned()));
+    let status = env.object("a").unwrap_or_default();
+    assert!(
+        status["status"]["atProvider"]["tags"]
+            .get(OWNER_TAG)
+            .is_none(),
+        "kept out of status: {}",
+        status["status"]["atProvider"]
+    );
     // The tag is not drift: the next pass changes nothing.
     env.pass("a").await?;
     assert_eq!(env.plugin.updates(), 0);

@@ -5,7 +5,7 @@
 //! until every instance is terminated. Side by side in the same run and against the same moto:
 //! `terraform apply` of N `aws_instance` resources with the real hashicorp/aws provider pointed
 //! at moto (its `endpoints { ec2 = ... }`), when the provider binary is in the test cache
-//! (`scripts/aws-schema.sh build`); without it that row says so. Runs are interleaved, each on a
+//! (a test peer: `scripts/testenv.sh install`); without it that row says so. Runs are interleaved, each on a
 //! fresh moto state; the table reports medians.
 //!
 //! Knobs: `KRAKEN_BENCH_EC2_N` (default 100), `KRAKEN_BENCH_EC2_RUNS` (default 3),
@@ -88,13 +88,10 @@ fn writes(text: &str) -> f64 {
         .sum()
 }
 
-/// The AWS provider binary and version, if `scripts/aws-schema.sh build` put them in the cache.
+/// The AWS provider test peer's binary and version (`scripts/testenv.sh install` builds it).
 fn aws_provider() -> Option<(String, String)> {
-    let text = std::fs::read_to_string(kraken_tests::testenv_dir().join("env.aws")).ok()?;
-    let vars = kraken_tests::parse_env_file(&text);
-    let path = vars.get("KRAKEN_TEST_PROVIDER_AWS")?.clone();
-    let version = vars.get("KRAKEN_TEST_PROVIDER_AWS_VERSION")?.clone();
-    Path::new(&path).exists().then_some((path, version))
+    let aws = kraken_tests::TestEnv::load().ok()?.provider("aws").ok()?;
+    Some((aws.path.to_string_lossy().into_owned(), aws.version))
 }
 
 /// A Terraform working directory for `n` aws_instance resources against `endpoint`.
@@ -338,7 +335,7 @@ fn main() -> anyhow::Result<()> {
                 );
             }
             None => println!(
-                "| Terraform + hashicorp/aws | not measured: the AWS provider binary is not in the test cache (`scripts/aws-schema.sh build`) | | | | |"
+                "| Terraform + hashicorp/aws | not measured: the AWS provider test peer is not installed (`scripts/testenv.sh install`) | | | | |"
             ),
         }
         Ok(())

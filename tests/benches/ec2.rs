@@ -164,6 +164,8 @@ fn main() -> anyhow::Result<()> {
             ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
             ("AWS_REGION".into(), REGION.into()),
         ],
+        // moto on loopback: the operator allows only the endpoints it is told to.
+        args: vec!["--aws-endpoint".into(), "http://127.0.0.1:*".into()],
         ..OperatorOptions::default()
     };
     let bed = FixtureBed::start("bench-ec2", opts)?;

@@ -26,6 +26,38 @@ pub struct ProviderSchema {
     pub capabilities: ServerCapabilities,
 }
 
+impl ProviderSchema {
+    /// Drops every description (of blocks, attributes, functions and parameters). They are
+    /// for people reading CRDs and `kubectl explain`; a process serving resources keeps the
+    /// schema for its whole life and needs none of them (about half of hashicorp/aws's).
+    pub fn strip_docs(&mut self) {
+        let schemas = [
+            &mut self.resources,
+            &mut self.data_sources,
+            &mut self.ephemeral_resources,
+            &mut self.list_resources,
+        ];
+        for s in schemas.into_iter().flat_map(|m| m.values_mut()) {
+            s.block.strip_docs();
+        }
+        self.provider.block.strip_docs();
+        if let Some(meta) = &mut self.provider_meta {
+            meta.block.strip_docs();
+        }
+        for f in self.functions.values_mut() {
+            f.description = String::new();
+            f.summary = String::new();
+            for p in f
+                .parameters
+                .iter_mut()
+                .chain(f.variadic_parameter.iter_mut())
+            {
+                p.description = String::new();
+            }
+        }
+    }
+}
+
 /// Optional protocol features a provider announces.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServerCapabilities {
@@ -87,7 +119,28 @@ pub struct Attribute {
     pub write_only: bool,
 }
 
+impl Block {
+    fn strip_docs(&mut self) {
+        self.description = String::new();
+        for a in self.attributes.values_mut() {
+            a.strip_docs();
+        }
+        for b in self.block_types.values_mut() {
+            b.block.strip_docs();
+        }
+    }
+}
+
 impl Attribute {
+    fn strip_docs(&mut self) {
+        self.description = String::new();
+        if let Some(nested) = &mut self.nested_type {
+            for a in nested.attributes.values_mut() {
+                a.strip_docs();
+            }
+        }
+    }
+
     /// An optional argument of type `ty`, everything else default: the common case in tests
     /// and hand-built schemas.
     pub fn optional_of(ty: Type) -> Self {

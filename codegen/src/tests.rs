@@ -503,3 +503,45 @@ fn tempfile_dir(tag: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
+
+/// A schema without its descriptions still generates the same CRDs but for the text: the
+/// types, required fields and validation a serving process relies on are untouched.
+#[test]
+fn stripping_docs_keeps_everything_but_the_text() {
+    let mut stripped = 0;
+    for (address, schema) in all_schemas() {
+        let mut lean = schema.clone();
+        lean.strip_docs();
+        let described = |s: &ProviderSchema| {
+            s.resources
+                .values()
+                .chain(s.data_sources.values())
+                .flat_map(|r| r.block.attributes.values())
+                .filter(|a| !a.description.is_empty())
+                .count()
+        };
+        assert_eq!(described(&lean), 0, "{address}");
+        stripped += described(&schema);
+        let types = |s: &ProviderSchema| -> Vec<_> {
+            s.resources
+                .values()
+                .map(|r| r.block.implied_type())
+                .collect()
+        };
+        assert_eq!(types(&schema), types(&lean), "{address}");
+        let required = |s: &ProviderSchema| -> Vec<(String, String)> {
+            s.resources
+                .iter()
+                .flat_map(|(t, r)| {
+                    r.block
+                        .attributes
+                        .iter()
+                        .filter(|(_, a)| a.required || a.sensitive || a.computed)
+                        .map(move |(n, _)| (t.clone(), n.clone()))
+                })
+                .collect()
+        };
+        assert_eq!(required(&schema), required(&lean), "{address}");
+    }
+    assert!(stripped > 0, "the test schemas have descriptions to strip");
+}

@@ -35,6 +35,7 @@ pub(super) async fn read_binary_schema(
     tls: bool,
 ) -> anyhow::Result<std::sync::Arc<kraken_codegen::schema::ProviderSchema>> {
     let mut opts = LaunchOptions::new(binary);
+    opts.docs = true;
     opts.name = address.to_string();
     opts.tls = tls;
     let host = ProviderHost::new(opts, 1);

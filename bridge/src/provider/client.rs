@@ -25,6 +25,8 @@ pub struct PluginClient {
     pub(super) process: Arc<Process>,
     pub(super) observer: Observer,
     pub(super) deadlines: super::deadline::Deadlines,
+    /// [`super::LaunchOptions::docs`].
+    pub(super) docs: bool,
 }
 
 pub(super) struct Process {
@@ -140,6 +142,7 @@ pub(crate) fn detached_client(
         process: Arc::new(process),
         observer,
         deadlines: super::deadline::Deadlines::default(),
+        docs: true,
     };
     (client, exit_tx)
 }

@@ -6,29 +6,69 @@
 /// gRPC message limit for provider answers: large providers' schemas run to tens of MiB.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
-/// The cty type of every resource, data source and the provider block, derived once from the
-/// schema: encoding a value needs its type on every RPC, and deriving it walks the schema.
+/// The cty types of the provider block and of the types a process is asked about, derived
+/// from the schema on first use and kept: encoding a value needs its type on every RPC, and
+/// deriving it walks the schema. Only the types used are derived (a process serving three of
+/// hashicorp/aws's 2,300 types holds three).
 pub struct ImpliedTypes {
     pub provider: std::sync::Arc<crate::value::Type>,
-    pub resources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
-    pub data_sources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
-    pub list_resources: std::collections::HashMap<String, std::sync::Arc<crate::value::Type>>,
+    derived: std::sync::Mutex<
+        std::collections::HashMap<(TypeOf, String), std::sync::Arc<crate::value::Type>>,
+    >,
+}
+
+/// Which of a schema's maps a type name is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TypeOf {
+    Resource,
+    DataSource,
+    ListResource,
+}
+
+impl TypeOf {
+    fn what(self) -> &'static str {
+        match self {
+            TypeOf::Resource => "resource",
+            TypeOf::DataSource => "data source",
+            TypeOf::ListResource => "list resource",
+        }
+    }
 }
 
 impl ImpliedTypes {
     pub fn new(schema: &super::ProviderSchema) -> Self {
-        use std::sync::Arc;
-        let derive = |m: &std::collections::BTreeMap<String, super::schema::Schema>| {
-            m.iter()
-                .map(|(k, s)| (k.clone(), Arc::new(s.block.implied_type())))
-                .collect()
-        };
         Self {
-            provider: Arc::new(schema.provider.block.implied_type()),
-            resources: derive(&schema.resources),
-            data_sources: derive(&schema.data_sources),
-            list_resources: derive(&schema.list_resources),
+            provider: std::sync::Arc::new(schema.provider.block.implied_type()),
+            derived: std::sync::Mutex::default(),
         }
+    }
+
+    /// The type of `name` among `of`, derived on first use.
+    pub fn get(
+        &self,
+        schema: &super::ProviderSchema,
+        of: TypeOf,
+        name: &str,
+    ) -> super::Result<std::sync::Arc<crate::value::Type>> {
+        let key = (of, name.to_owned());
+        let mut derived = self.derived.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ty) = derived.get(&key) {
+            return Ok(ty.clone());
+        }
+        let map = match of {
+            TypeOf::Resource => &schema.resources,
+            TypeOf::DataSource => &schema.data_sources,
+            TypeOf::ListResource => &schema.list_resources,
+        };
+        let ty = map
+            .get(name)
+            .map(|s| std::sync::Arc::new(s.block.implied_type()))
+            .ok_or_else(|| super::ProviderError::UnknownType {
+                kind: of.what(),
+                type_name: name.to_string(),
+            })?;
+        derived.insert(key, ty.clone());
+        Ok(ty)
     }
 }
 
@@ -127,50 +167,36 @@ macro_rules! provider_adapter {
             )> {
                 self.schema
                     .get_or_try_init(|| async {
-                        let schema = self.fetch_schema().await?;
+                        let mut schema = self.fetch_schema().await?;
+                        if !self.plugin.docs {
+                            schema.strip_docs();
+                        }
                         let types = Arc::new(crate::provider::grpc::ImpliedTypes::new(&schema));
-                        Ok((schema, types))
+                        Ok((Arc::new(schema), types))
                     })
                     .await
             }
 
             async fn resource_type(&self, type_name: &str) -> Result<Arc<Type>> {
-                let (_, types) = self.loaded().await?;
-                types
-                    .resources
-                    .get(type_name)
-                    .cloned()
-                    .ok_or_else(|| ProviderError::UnknownType {
-                        kind: "resource",
-                        type_name: type_name.to_string(),
-                    })
+                let (schema, types) = self.loaded().await?;
+                types.get(schema, crate::provider::grpc::TypeOf::Resource, type_name)
             }
 
             async fn data_type(&self, type_name: &str) -> Result<Arc<Type>> {
-                let (_, types) = self.loaded().await?;
-                types.data_sources.get(type_name).cloned().ok_or_else(|| {
-                    ProviderError::UnknownType {
-                        kind: "data source",
-                        type_name: type_name.to_string(),
-                    }
-                })
+                let (schema, types) = self.loaded().await?;
+                types.get(schema, crate::provider::grpc::TypeOf::DataSource, type_name)
             }
 
             async fn list_type(&self, type_name: &str) -> Result<Arc<Type>> {
-                let (_, types) = self.loaded().await?;
-                types.list_resources.get(type_name).cloned().ok_or_else(|| {
-                    ProviderError::UnknownType {
-                        kind: "list resource",
-                        type_name: type_name.to_string(),
-                    }
-                })
+                let (schema, types) = self.loaded().await?;
+                types.get(schema, crate::provider::grpc::TypeOf::ListResource, type_name)
             }
 
             async fn provider_type(&self) -> Result<Arc<Type>> {
                 Ok(self.loaded().await?.1.provider.clone())
             }
 
-            async fn fetch_schema(&self) -> Result<Arc<ProviderSchema>> {
+            async fn fetch_schema(&self) -> Result<ProviderSchema> {
                 let resp = call(
                     &self.plugin,
                     stringify!($get_schema),
@@ -195,7 +221,7 @@ macro_rules! provider_adapter {
                         .collect::<Result<BTreeMap<_, _>>>()
                 };
                 let caps = resp.server_capabilities.unwrap_or_default();
-                Ok(Arc::new(ProviderSchema {
+                Ok(ProviderSchema {
                     provider: schema(provider)?,
                     provider_meta: resp.provider_meta.map(schema).transpose()?,
                     resources: conv(resp.resource_schemas)?,
@@ -212,7 +238,7 @@ macro_rules! provider_adapter {
                         get_provider_schema_optional: caps.get_provider_schema_optional,
                         move_resource_state: caps.move_resource_state,
                     },
-                }))
+                })
             }
         }
 

@@ -56,6 +56,9 @@ pub struct LaunchOptions {
     pub rpc_observer: Observer,
     /// How long each kind of RPC may take before the process is stopped and replaced.
     pub deadlines: super::deadline::Deadlines,
+    /// Keep the descriptions in the schema the adapter holds. Generating CRDs needs them; a
+    /// process serving resources does not, and drops them to hold less.
+    pub docs: bool,
 }
 
 impl LaunchOptions {
@@ -76,6 +79,7 @@ impl LaunchOptions {
             max_concurrency: None,
             rpc_observer: None,
             deadlines: super::deadline::Deadlines::default(),
+            docs: false,
         }
     }
 }
@@ -177,6 +181,7 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
         process,
         observer: opts.rpc_observer.clone(),
         deadlines: opts.deadlines,
+        docs: opts.docs,
     })
 }
 

@@ -47,6 +47,10 @@ pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, ku
     if !remove && !in_use.is_empty() {
         super::suspend::mark_suspended(inst, &name, &owned.items).await?;
     }
+    inst.generated
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&name);
     if p.spec.remove_crds && !in_use.is_empty() {
         let note = format!(
             "kept the CRDs of Provider {name}: objects of {} still exist",

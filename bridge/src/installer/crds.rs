@@ -3,24 +3,47 @@
 
 use super::*;
 
-/// Step 2: the binary's schema, read once per version (the process is stopped afterwards).
-pub(super) async fn schema(
+/// Steps 2 and 3: the CRDs of the Provider's selection, generated from the binary's schema
+/// (the process is stopped afterwards). Kept per Provider until its version or selection
+/// changes; the schema itself is dropped once they are generated.
+pub(super) async fn generated(
     inst: &Installer,
+    p: &Provider,
+    (address, version): (&str, &str),
+    binary: PathBuf,
+) -> Result<Arc<Generated>, Failure> {
+    let key = (
+        address.to_owned(),
+        version.to_owned(),
+        p.spec.resources.clone(),
+        p.spec.data_sources.clone(),
+    );
+    let name = p.name_any();
+    let cache = || inst.generated.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = cache().get(&name).filter(|g| g.key == key) {
+        return Ok(hit.clone());
+    }
+    let (schema, protocol) = schema(address, version, binary).await?;
+    let crds = generate(p, address, &schema)?;
+    let hit = Arc::new(Generated {
+        key,
+        crds,
+        protocol,
+        resource_types: schema.resources.len(),
+    });
+    cache().insert(name, hit.clone());
+    Ok(hit)
+}
+
+/// Step 2: the binary's schema, descriptions included (they become the CRDs').
+async fn schema(
     address: &str,
     version: &str,
     binary: PathBuf,
-) -> Result<SchemaHit, Failure> {
-    let key = (address.to_owned(), version.to_owned());
-    if let Some(hit) = inst
-        .schemas
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-    {
-        return Ok(hit.clone());
-    }
+) -> Result<(Arc<ProviderSchema>, u32), Failure> {
     let mut opts = LaunchOptions::new(binary);
     opts.name = format!("{address} {version}");
+    opts.docs = true;
     let host = ProviderHost::new(opts, 1);
     let result = host.schema().await;
     let protocol = host.protocol_version();
@@ -35,13 +58,7 @@ pub(super) async fn schema(
             true,
         )
     })?;
-    let hit = (schema, protocol);
-    let mut schemas = inst.schemas.lock().unwrap_or_else(|e| e.into_inner());
-    // One version per provider address: an upgrade replaces the old schema (schemas run to
-    // tens of megabytes; a Provider stepping through versions must not keep them all).
-    schemas.retain(|(a, _), _| a != address);
-    schemas.insert(key, hit.clone());
-    Ok(hit)
+    Ok((schema, protocol))
 }
 
 /// Step 3: the CRDs of the selected resource types and data sources (none when

@@ -2,7 +2,7 @@
 
 use super::*;
 
-use super::crds::{apply_crds, generate, not_established, schema};
+use super::crds::{apply_crds, generated, not_established};
 use super::package::fetch_package;
 
 pub(super) enum Pass {
@@ -31,11 +31,11 @@ pub(super) async fn install(
             false,
         )
     })?;
-    let (schema, protocol) = schema(inst, &address, &version, binary).await?;
-    tracing::debug!(provider = %p.name_any(), elapsed = ?started.elapsed(), "schema read");
-    status.protocol = i32::try_from(protocol).ok();
-    status.resource_types = i64::try_from(schema.resources.len()).ok();
-    let crds = generate(p, &address, &schema)?;
+    let generated = generated(inst, p, (&address, &version), binary).await?;
+    tracing::debug!(provider = %p.name_any(), elapsed = ?started.elapsed(), "CRDs generated");
+    status.protocol = i32::try_from(generated.protocol).ok();
+    status.resource_types = i64::try_from(generated.resource_types).ok();
+    let crds = &generated.crds;
     // While waiting for Established, the CRDs this generation applied are not applied again.
     let names: Vec<&str> = crds.iter().map(|c| c.type_name.as_str()).collect();
     let known: Vec<&str> = status
@@ -51,15 +51,15 @@ pub(super) async fn install(
     let kinds = if skip {
         status.kinds.clone()
     } else {
-        apply_crds(p, inst, &crds).await?
+        apply_crds(p, inst, crds).await?
     };
     status.kind_count = i64::try_from(kinds.len()).ok();
     status.kinds = kinds;
     tracing::debug!(provider = %p.name_any(), elapsed = ?started.elapsed(), crds = crds.len(), applied = !skip, "CRDs generated and applied");
-    let (pending, missing) = not_established(inst, &crds).await?;
+    let (pending, missing) = not_established(inst, crds).await?;
     if skip && missing {
         // Deleted by hand since this generation applied it: apply again.
-        apply_crds(p, inst, &crds).await?;
+        apply_crds(p, inst, crds).await?;
     }
     if !pending.is_empty() {
         return Ok(Pass::Waiting(format!(

@@ -95,8 +95,9 @@ impl std::ops::Deref for Context {
 pub struct Installer {
     pub ctx: Arc<Context>,
     pub settings: InstallSettings,
-    /// Schemas (and protocol versions) read from installed binaries, by (address, version).
-    schemas: Mutex<HashMap<(String, String), SchemaHit>>,
+    /// What each Provider's last install generated, by Provider name: its CRDs are what a
+    /// pass needs again, not the schema they came from (hashicorp/aws's is over 100 MiB).
+    generated: Mutex<HashMap<String, Arc<Generated>>>,
 }
 
 impl Installer {
@@ -104,13 +105,22 @@ impl Installer {
         Self {
             ctx,
             settings,
-            schemas: Mutex::default(),
+            generated: Mutex::default(),
         }
     }
 }
 
-/// A provider version's schema and the protocol major version it speaks.
-type SchemaHit = (Arc<ProviderSchema>, u32);
+/// What a Provider's selection generated from one provider version's schema, with what the
+/// status reports about that schema.
+pub(super) struct Generated {
+    /// (address, version, resources, data sources): a pass with another key reads again.
+    key: (String, String, Vec<String>, Vec<String>),
+    crds: Vec<kraken_codegen::GeneratedCrd>,
+    /// The protocol major version the binary speaks.
+    protocol: u32,
+    /// How many resource types the schema has.
+    resource_types: usize,
+}
 
 /// Why a pass stopped, with the `Ready` reason it is reported under.
 #[derive(Debug, thiserror::Error)]

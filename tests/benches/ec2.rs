@@ -12,16 +12,14 @@
 //! `KRAKEN_BENCH_EC2_TF_PARALLELISM` (default 10, Terraform's default).
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use kraken_tests::bench::{env_or, pct};
+use kraken_tests::bench::{api_writes as writes, aws_provider, env_or, median, pct, terraform};
 use kraken_tests::moto::{AMI, Ec2Probe, Moto, REGION, cpu_seconds};
 use kraken_tests::operator::bed::yaml_documents;
-use kraken_tests::operator::{FixtureBed, OperatorOptions, metric_samples};
-use kraken_tests::{TestEnv, wait_for};
+use kraken_tests::operator::{FixtureBed, OperatorOptions};
+use kraken_tests::wait_for;
 use serde_json::{Value, json};
 
 #[global_allocator]
@@ -74,26 +72,6 @@ async fn wait_ready(
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// kraken_api_writes_total summed (Lease renewals excluded).
-fn writes(text: &str) -> f64 {
-    metric_samples(text, "kraken_api_writes_total")
-        .iter()
-        .filter(|(l, _)| !l.iter().any(|(k, v)| k == "resource" && v == "leases"))
-        .map(|(_, v)| v)
-        .sum()
-}
-
-/// The AWS provider test peer's binary and version (`scripts/testenv.sh install` builds it).
-fn aws_provider() -> Option<(String, String)> {
-    let aws = kraken_tests::TestEnv::load().ok()?.provider("aws").ok()?;
-    Some((aws.path.to_string_lossy().into_owned(), aws.version))
-}
-
 /// A Terraform working directory for `n` aws_instance resources against `endpoint`.
 fn terraform_dir(endpoint: &str, n: usize, version: &str) -> anyhow::Result<tempfile::TempDir> {
     let dir = kraken_tests::scratch_dir("kraken-bench-ec2-tf-")?;
@@ -128,27 +106,6 @@ resource "aws_instance" "i" {{
     Ok(dir)
 }
 
-fn terraform(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let env = TestEnv::load()?;
-    let out = Command::new(env.path("KRAKEN_TEST_TERRAFORM")?)
-        .args(args)
-        .current_dir(dir)
-        .env("TF_CLI_CONFIG_FILE", env.path("KRAKEN_TEST_TF_CLI_CONFIG")?)
-        .env("TF_IN_AUTOMATION", "1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .context("running terraform")?;
-    if !out.status.success() {
-        bail!(
-            "terraform {} failed: {}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
 fn main() -> anyhow::Result<()> {
     let n: usize = env_or("KRAKEN_BENCH_EC2_N", 100)?;
     let runs: usize = env_or("KRAKEN_BENCH_EC2_RUNS", 3)?;
@@ -171,7 +128,7 @@ fn main() -> anyhow::Result<()> {
     let bed = FixtureBed::start("bench-ec2", opts)?;
     let moto = Moto::start(bed.cp.run_dir())?;
     let probe = Ec2Probe::new(&moto.endpoint())?;
-    let aws = aws_provider();
+    let aws = aws_provider().ok();
     let result = (|| -> anyhow::Result<()> {
         let ns = bed.ns.clone();
         let kc = rt.block_on(kraken_tests::bench::kube_client(bed.cp.kubeconfig()))?;

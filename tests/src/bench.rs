@@ -84,3 +84,119 @@ pub fn apiserver_requests(
     }
     Ok(out)
 }
+
+/// The median of `v` (the upper one of an even count); NaN when empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// `kraken_api_writes_total` summed over an operator's `/metrics` text, Lease renewals
+/// excluded: the writes its reconciles made.
+pub fn api_writes(metrics: &str) -> f64 {
+    crate::operator::metric_samples(metrics, "kraken_api_writes_total")
+        .iter()
+        .filter(|(l, _)| !l.iter().any(|(k, v)| k == "resource" && v == "leases"))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// The AWS provider test peer's binary and version (`scripts/testenv.sh install` builds it).
+pub fn aws_provider() -> anyhow::Result<(PathBuf, String)> {
+    let aws = crate::TestEnv::load()?.provider("aws")?;
+    Ok((aws.path, aws.version))
+}
+
+/// Runs the test environment's Terraform CLI in `dir` (its CLI configuration points at the
+/// test mirror, so `init` installs the providers the tests use); fails with its output.
+pub fn terraform(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let env = crate::TestEnv::load()?;
+    let out = std::process::Command::new(env.path("KRAKEN_TEST_TERRAFORM")?)
+        .args(args)
+        .current_dir(dir)
+        .env("TF_CLI_CONFIG_FILE", env.path("KRAKEN_TEST_TF_CLI_CONFIG")?)
+        .env("TF_IN_AUTOMATION", "1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .context("running terraform")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "terraform {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Samples the resident memory of groups of processes every 200 ms on a thread and keeps
+/// each group's peak (its processes' VmRSS summed at one instant) and last sample.
+pub struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<(u64, u64)>>>,
+}
+
+/// Which processes make up a group, asked again at every sample.
+pub type Group = Box<dyn Fn() -> Vec<u32> + Send>;
+
+impl RssSampler {
+    pub fn start(groups: Vec<Group>) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut seen = vec![(0u64, 0u64); groups.len()];
+            loop {
+                for (group, (peak, last)) in groups.iter().zip(seen.iter_mut()) {
+                    // A process that exited between the listing and the read holds nothing.
+                    let now: u64 = group()
+                        .into_iter()
+                        .map(|p| crate::rss_bytes(p).unwrap_or(0))
+                        .sum();
+                    *peak = (*peak).max(now);
+                    *last = now;
+                }
+                if flag.load(Ordering::Relaxed) {
+                    return seen;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        Self {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops sampling: per group, (peak, last sample), bytes.
+    pub fn finish(mut self) -> Vec<(u64, u64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Every process running the executable named `file` (its `/proc/<pid>/comm`, which the
+/// kernel cuts at 15 bytes), with its descendants.
+pub fn processes_named(file: &str) -> Vec<u32> {
+    let comm: String = file.chars().take(15).collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let named =
+            std::fs::read_to_string(entry.path().join("comm")).is_ok_and(|c| c.trim_end() == comm);
+        if named {
+            out.extend(crate::operator::descendants(pid).unwrap_or_default());
+        }
+    }
+    out
+}

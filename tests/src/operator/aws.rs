@@ -34,6 +34,21 @@ impl AwsBed {
     pub fn start(
         name: &str,
         leader_elect: bool,
+        kinds: (&[&str], &[&str]),
+    ) -> anyhow::Result<Self> {
+        let opts = OperatorOptions {
+            rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
+            leader_elect,
+            ..OperatorOptions::default()
+        };
+        Self::start_with(name, opts, kinds)
+    }
+
+    /// [`AwsBed::start`] with these operator options; moto's environment and endpoint
+    /// allowance are added to them.
+    pub fn start_with(
+        name: &str,
+        mut opts: OperatorOptions,
         (resources, data_sources): (&[&str], &[&str]),
     ) -> anyhow::Result<Self> {
         let env = TestEnv::load()?;
@@ -44,13 +59,9 @@ impl AwsBed {
             aws.version,
             aws.path.display()
         );
-        let opts = OperatorOptions {
-            rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
-            env: crate::moto::operator_env()?,
-            args: vec!["--aws-endpoint".into(), "http://127.0.0.1:*".into()],
-            leader_elect,
-            ..OperatorOptions::default()
-        };
+        opts.env.extend(crate::moto::operator_env()?);
+        opts.args
+            .extend(["--aws-endpoint".into(), "http://127.0.0.1:*".into()]);
         let bed = FixtureBed::start(name, opts)?;
         let moto = Moto::start(bed.cp.run_dir())?;
         let api = AwsApi::new(&moto.endpoint())?;

@@ -24,6 +24,7 @@
 //! - [`cli`]: the `kraken` subcommands.
 
 pub mod cli;
+pub mod convert;
 pub mod core_kinds;
 pub mod ec2;
 pub mod hub;

@@ -1,0 +1,754 @@
+//! Evaluating Terraform expressions with real values, keeping references to other objects as
+//! references.
+//!
+//! Variables, locals, `count.index`, `each.key`/`each.value`, `path.module` and the built-in
+//! functions ([`super::funcs`]) evaluate to known values. An attribute of another resource or data
+//! source evaluates to a [`Val::Ref`]: after conversion it is a `valuesFrom` entry, so the graph
+//! keeps propagating instead of holding a copied value. Text around references becomes a
+//! [`Val::Template`] (a `valuesFrom` template). Anything else computed from a reference
+//! (arithmetic, a function of it) is [`Val::Opaque`]: reported, never guessed.
+
+use std::collections::BTreeMap;
+
+use hcl::expr::{
+    BinaryOperator, Conditional, Expression, ForExpr, ObjectKey, Operation, TraversalOperator,
+    UnaryOperator,
+};
+use hcl::template::{Directive, Element, Template};
+use serde_json::Value as Json;
+
+/// A value during conversion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Known(Json),
+    /// An attribute of another object.
+    Ref(Ref),
+    /// Text with references spliced in.
+    Template(Vec<Part>),
+    /// A list with some members not known.
+    List(Vec<Val>),
+    /// An object with some members not known.
+    Object(BTreeMap<String, Val>),
+    /// Computation over references that a manifest cannot express: the expression's text and
+    /// the references it reads.
+    Opaque {
+        expr: String,
+        refs: Vec<Ref>,
+    },
+}
+
+/// A piece of a [`Val::Template`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    Ref(Ref),
+}
+
+/// `<mode>.<type>.<name>[<key>].<path>`: an attribute of a resource or data source instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ref {
+    /// `resource` or `data`.
+    pub data: bool,
+    pub type_name: String,
+    pub name: String,
+    /// The instance key when the reference picks one (`[0]`, `["a"]`).
+    pub key: Option<Json>,
+    /// The attribute path inside the instance (`["id"]`, `["tags", "Name"]`).
+    pub path: Vec<Json>,
+}
+
+impl Ref {
+    /// The Terraform address of the instance referred to, for messages.
+    pub fn address(&self) -> String {
+        let mut a = if self.data {
+            format!("data.{}.{}", self.type_name, self.name)
+        } else {
+            format!("{}.{}", self.type_name, self.name)
+        };
+        if let Some(k) = &self.key {
+            a.push_str(&format!("[{k}]"));
+        }
+        a
+    }
+}
+
+impl Val {
+    pub fn null() -> Self {
+        Val::Known(Json::Null)
+    }
+
+    /// The known value, when everything in it is known.
+    pub fn known(&self) -> Option<&Json> {
+        match self {
+            Val::Known(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    /// A list, collapsed to a known one when every member is known.
+    pub fn list(items: Vec<Val>) -> Self {
+        if items.iter().all(|v| v.known().is_some()) {
+            Val::Known(Json::Array(
+                items.into_iter().filter_map(|v| v.into_known()).collect(),
+            ))
+        } else {
+            Val::List(items)
+        }
+    }
+
+    /// An object, collapsed to a known one when every member is known.
+    pub fn object(items: BTreeMap<String, Val>) -> Self {
+        if items.values().all(|v| v.known().is_some()) {
+            Val::Known(Json::Object(
+                items
+                    .into_iter()
+                    .filter_map(|(k, v)| v.into_known().map(|v| (k, v)))
+                    .collect(),
+            ))
+        } else {
+            Val::Object(items)
+        }
+    }
+
+    fn into_known(self) -> Option<Json> {
+        match self {
+            Val::Known(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    /// Every reference inside.
+    pub fn refs(&self) -> Vec<Ref> {
+        let mut out = Vec::new();
+        self.collect_refs(&mut out);
+        out
+    }
+
+    fn collect_refs(&self, out: &mut Vec<Ref>) {
+        match self {
+            Val::Known(_) => {}
+            Val::Ref(r) => out.push(r.clone()),
+            Val::Template(parts) => out.extend(parts.iter().filter_map(|p| match p {
+                Part::Ref(r) => Some(r.clone()),
+                Part::Text(_) => None,
+            })),
+            Val::List(items) => items.iter().for_each(|v| v.collect_refs(out)),
+            Val::Object(items) => items.values().for_each(|v| v.collect_refs(out)),
+            Val::Opaque { refs, .. } => out.extend(refs.iter().cloned()),
+        }
+    }
+}
+
+/// Why an expression could not be evaluated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct EvalError(pub String);
+
+pub type Result<T> = std::result::Result<T, EvalError>;
+
+fn err<T>(message: impl Into<String>) -> Result<T> {
+    Err(EvalError(message.into()))
+}
+
+/// What names mean while evaluating one expression.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// `var.<name>`: every variable's value.
+    pub vars: BTreeMap<String, Json>,
+    /// `local.<name>`: the locals evaluated so far.
+    pub locals: BTreeMap<String, Val>,
+    /// `count.index` inside a counted resource.
+    pub count_index: Option<i64>,
+    /// `each.key` and `each.value` inside a `for_each` resource.
+    pub each: Option<(Json, Val)>,
+    /// `path.module`, `path.root`, `path.cwd`.
+    pub module_dir: String,
+    /// Names bound by `for` expressions and template `for` directives, innermost last.
+    pub bound: Vec<(String, Val)>,
+    /// The resources and data sources of the module (`type.name` and `data.type.name`),
+    /// with whether they repeat (`count` or `for_each`).
+    pub objects: BTreeMap<String, bool>,
+}
+
+impl Scope {
+    fn lookup(&self, name: &str) -> Option<&Val> {
+        self.bound
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+}
+
+/// The source text of an expression, for reports.
+pub fn text(expr: &Expression) -> String {
+    hcl::format::to_string(expr).unwrap_or_else(|_| format!("{expr:?}"))
+}
+
+/// Evaluates `expr` in `scope`.
+pub fn eval(expr: &Expression, scope: &Scope) -> Result<Val> {
+    match expr {
+        Expression::Null => Ok(Val::null()),
+        Expression::Bool(b) => Ok(Val::Known(Json::Bool(*b))),
+        Expression::Number(n) => Ok(Val::Known(number(n))),
+        Expression::String(s) => Ok(Val::Known(Json::String(s.clone()))),
+        Expression::Array(items) => items
+            .iter()
+            .map(|e| eval(e, scope))
+            .collect::<Result<Vec<_>>>()
+            .map(Val::list),
+        Expression::Object(items) => {
+            let mut out = BTreeMap::new();
+            for (k, v) in items {
+                let key = match k {
+                    ObjectKey::Identifier(id) => id.to_string(),
+                    ObjectKey::Expression(e) => match eval(e, scope)? {
+                        Val::Known(Json::String(s)) => s,
+                        Val::Known(j @ (Json::Number(_) | Json::Bool(_))) => j.to_string(),
+                        _ => return err(format!("object key {} is not a known string", text(e))),
+                    },
+                    other => return err(format!("unsupported object key {other:?}")),
+                };
+                out.insert(key, eval(v, scope)?);
+            }
+            Ok(Val::object(out))
+        }
+        Expression::TemplateExpr(t) => {
+            let template =
+                Template::from_expr(t).map_err(|e| EvalError(format!("template: {e}")))?;
+            template_value(&template, scope)
+        }
+        Expression::Variable(v) => variable(v.as_str(), scope),
+        Expression::Traversal(t) => traversal(&t.expr, &t.operators, scope),
+        Expression::FuncCall(call) => super::funcs::call(call, scope),
+        Expression::Parenthesis(e) => eval(e, scope),
+        Expression::Conditional(c) => conditional(c, scope),
+        Expression::Operation(op) => operation(op, expr, scope),
+        Expression::ForExpr(f) => for_expr(f, scope),
+        other => err(format!("unsupported expression {}", text(other))),
+    }
+}
+
+/// A number as JSON: integers stay integers.
+pub fn number(n: &hcl::Number) -> Json {
+    if let Some(i) = n.as_i64() {
+        Json::from(i)
+    } else {
+        n.as_f64().map_or(Json::Null, num)
+    }
+}
+
+/// A float as JSON, integral ones as integers (`2 * 3` is `6`, not `6.0`).
+pub fn num(f: f64) -> Json {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Json::from(f as i64)
+    } else {
+        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
+    }
+}
+
+fn variable(name: &str, scope: &Scope) -> Result<Val> {
+    if let Some(v) = scope.lookup(name) {
+        return Ok(v.clone());
+    }
+    match name {
+        "var" => Ok(Val::Known(Json::Object(
+            scope.vars.clone().into_iter().collect(),
+        ))),
+        "local" => Ok(Val::object(scope.locals.clone())),
+        _ => err(format!("unknown name {name:?}")),
+    }
+}
+
+/// `root.op.op...`: variables, locals, `count`, `each`, `path`, and references to objects.
+fn traversal(root: &Expression, ops: &[TraversalOperator], scope: &Scope) -> Result<Val> {
+    let Expression::Variable(v) = root else {
+        let base = eval(root, scope)?;
+        return apply_ops(base, ops, scope);
+    };
+    let name = v.as_str();
+    if scope.lookup(name).is_some() {
+        return apply_ops(variable(name, scope)?, ops, scope);
+    }
+    let attr = |i: usize| match ops.get(i) {
+        Some(TraversalOperator::GetAttr(a)) => Some(a.as_str()),
+        _ => None,
+    };
+    match (name, attr(0)) {
+        ("var", Some(n)) => {
+            let v = scope
+                .vars
+                .get(n)
+                .ok_or_else(|| EvalError(format!("no variable {n:?} is declared")))?;
+            apply_ops(Val::Known(v.clone()), &ops[1..], scope)
+        }
+        ("local", Some(n)) => {
+            let v = scope
+                .locals
+                .get(n)
+                .ok_or_else(|| EvalError(format!("no local {n:?} is defined")))?;
+            apply_ops(v.clone(), &ops[1..], scope)
+        }
+        ("count", Some("index")) => match scope.count_index {
+            Some(i) => apply_ops(Val::Known(Json::from(i)), &ops[1..], scope),
+            None => err("count.index outside a resource with count"),
+        },
+        ("each", Some(which @ ("key" | "value"))) => match &scope.each {
+            Some((k, v)) => {
+                let base = if which == "key" {
+                    Val::Known(k.clone())
+                } else {
+                    v.clone()
+                };
+                apply_ops(base, &ops[1..], scope)
+            }
+            None => err(format!("each.{which} outside a resource with for_each")),
+        },
+        ("path", Some("module" | "root" | "cwd")) => {
+            Ok(Val::Known(Json::String(scope.module_dir.clone())))
+        }
+        ("data", Some(type_name)) => match attr(1) {
+            Some(n) => object_ref(true, type_name, n, &ops[2..], scope),
+            None => err(format!("data.{type_name} needs a name")),
+        },
+        ("module", _) => err(format!(
+            "{} reads a module output; module outputs are inlined only for local modules",
+            text(&Expression::Traversal(Box::new(hcl::expr::Traversal::new(
+                root.clone(),
+                ops.to_vec()
+            ))))
+        )),
+        (type_name, Some(n)) => object_ref(false, type_name, n, &ops[1..], scope),
+        _ => err(format!("unknown name {name:?}")),
+    }
+}
+
+/// A reference to `type.name` (or `data.type.name`): its instance key, then the attribute path.
+fn object_ref(
+    data: bool,
+    type_name: &str,
+    name: &str,
+    ops: &[TraversalOperator],
+    scope: &Scope,
+) -> Result<Val> {
+    let id = if data {
+        format!("data.{type_name}.{name}")
+    } else {
+        format!("{type_name}.{name}")
+    };
+    let Some(repeated) = scope.objects.get(&id).copied() else {
+        return err(format!("{id} is not declared in this module"));
+    };
+    let mut rest = ops;
+    let mut key = None;
+    if repeated {
+        match rest.first() {
+            Some(TraversalOperator::Index(e)) => {
+                key =
+                    Some(eval(e, scope)?.known().cloned().ok_or_else(|| {
+                        EvalError(format!("the instance key of {id} is not known"))
+                    })?);
+                rest = &rest[1..];
+            }
+            Some(TraversalOperator::LegacyIndex(i)) => {
+                key = Some(Json::from(*i));
+                rest = &rest[1..];
+            }
+            _ => {
+                return err(format!(
+                    "{id} has count or for_each: pick an instance ({id}[0], {id}[\"key\"]); splats over instances are not converted"
+                ));
+            }
+        }
+    }
+    let mut path = Vec::new();
+    for op in rest {
+        match op {
+            TraversalOperator::GetAttr(a) => path.push(Json::String(a.to_string())),
+            TraversalOperator::Index(e) => path.push(
+                eval(e, scope)?
+                    .known()
+                    .cloned()
+                    .ok_or_else(|| EvalError(format!("an index into {id} is not known")))?,
+            ),
+            TraversalOperator::LegacyIndex(i) => path.push(Json::from(*i)),
+            TraversalOperator::AttrSplat | TraversalOperator::FullSplat => {
+                return err(format!("a splat inside {id}'s attributes is not converted"));
+            }
+        }
+    }
+    if path.is_empty() {
+        return err(format!(
+            "{id} is used as a whole object; only its attributes can become references"
+        ));
+    }
+    Ok(Val::Ref(Ref {
+        data,
+        type_name: type_name.to_owned(),
+        name: name.to_owned(),
+        key,
+        path,
+    }))
+}
+
+/// Applies attribute access, indexing and splats to a value.
+fn apply_ops(mut v: Val, ops: &[TraversalOperator], scope: &Scope) -> Result<Val> {
+    for (i, op) in ops.iter().enumerate() {
+        v = match op {
+            TraversalOperator::GetAttr(a) => get(&v, &Json::String(a.to_string()))?,
+            TraversalOperator::Index(e) => {
+                let k = eval(e, scope)?;
+                let Some(k) = k.known() else {
+                    return Ok(opaque_of(&v, "an index that is not known"));
+                };
+                get(&v, k)?
+            }
+            TraversalOperator::LegacyIndex(n) => get(&v, &Json::from(*n))?,
+            TraversalOperator::AttrSplat | TraversalOperator::FullSplat => {
+                let items = match &v {
+                    Val::Known(Json::Array(a)) => a.iter().cloned().map(Val::Known).collect(),
+                    Val::List(items) => items.clone(),
+                    Val::Known(Json::Null) => Vec::new(),
+                    other => vec![other.clone()],
+                };
+                let rest = &ops[i + 1..];
+                let mapped = items
+                    .into_iter()
+                    .map(|item| apply_ops(item, rest, scope))
+                    .collect::<Result<Vec<_>>>()?;
+                return Ok(Val::list(mapped));
+            }
+        };
+    }
+    Ok(v)
+}
+
+/// `v[k]`.
+fn get(v: &Val, k: &Json) -> Result<Val> {
+    match (v, k) {
+        (Val::Known(Json::Object(m)), Json::String(s)) => m
+            .get(s)
+            .cloned()
+            .map(Val::Known)
+            .ok_or_else(|| EvalError(format!("no attribute {s:?}"))),
+        (Val::Object(m), Json::String(s)) => m
+            .get(s)
+            .cloned()
+            .ok_or_else(|| EvalError(format!("no attribute {s:?}"))),
+        (Val::Known(Json::Array(a)), _) => {
+            let i = index(k, a.len())?;
+            Ok(Val::Known(a[i].clone()))
+        }
+        (Val::List(a), _) => {
+            let i = index(k, a.len())?;
+            Ok(a[i].clone())
+        }
+        (Val::Ref(r), _) => {
+            let mut r = r.clone();
+            r.path.push(k.clone());
+            Ok(Val::Ref(r))
+        }
+        (other, _) => Ok(opaque_of(other, &format!("[{k}]"))),
+    }
+}
+
+fn index(k: &Json, len: usize) -> Result<usize> {
+    let i = match k {
+        Json::Number(n) => n.as_u64(),
+        Json::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    match i {
+        Some(i) if (i as usize) < len => Ok(i as usize),
+        _ => err(format!("index {k} out of range for a list of {len}")),
+    }
+}
+
+/// A value computed from `v` in a way a manifest cannot express.
+pub fn opaque_of(v: &Val, what: &str) -> Val {
+    match v {
+        Val::Opaque { expr, refs } => Val::Opaque {
+            expr: format!("{expr} {what}"),
+            refs: refs.clone(),
+        },
+        other => Val::Opaque {
+            expr: what.to_owned(),
+            refs: other.refs(),
+        },
+    }
+}
+
+fn conditional(c: &Conditional, scope: &Scope) -> Result<Val> {
+    match eval(&c.cond_expr, scope)? {
+        Val::Known(Json::Bool(true)) => eval(&c.true_expr, scope),
+        Val::Known(Json::Bool(false)) => eval(&c.false_expr, scope),
+        Val::Known(other) => err(format!("a condition must be a bool, got {other}")),
+        unknown => Ok(opaque_of(
+            &unknown,
+            &text(&Expression::Conditional(Box::new(c.clone()))),
+        )),
+    }
+}
+
+fn operation(op: &Operation, whole: &Expression, scope: &Scope) -> Result<Val> {
+    match op {
+        Operation::Unary(u) => {
+            let v = eval(&u.expr, scope)?;
+            let Some(j) = v.known() else {
+                return Ok(opaque_of(&v, &text(whole)));
+            };
+            match (u.operator, j) {
+                (UnaryOperator::Not, Json::Bool(b)) => Ok(Val::Known(Json::Bool(!b))),
+                (UnaryOperator::Neg, j) => Ok(Val::Known(num(-to_f64(j)?))),
+                (_, j) => err(format!("cannot apply {:?} to {j}", u.operator)),
+            }
+        }
+        Operation::Binary(b) => {
+            let (l, r) = (eval(&b.lhs_expr, scope)?, eval(&b.rhs_expr, scope)?);
+            let (Some(lj), Some(rj)) = (l.known(), r.known()) else {
+                let mut refs = l.refs();
+                refs.extend(r.refs());
+                return Ok(Val::Opaque {
+                    expr: text(whole),
+                    refs,
+                });
+            };
+            binary(b.operator, lj, rj).map(Val::Known)
+        }
+    }
+}
+
+/// A number from JSON, or from a string that holds one (Terraform converts).
+pub fn to_f64(j: &Json) -> Result<f64> {
+    match j {
+        Json::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| EvalError(format!("{n} is not a number"))),
+        Json::String(s) => s
+            .trim()
+            .parse()
+            .map_err(|_| EvalError(format!("{s:?} is not a number"))),
+        other => err(format!("{other} is not a number")),
+    }
+}
+
+fn binary(op: BinaryOperator, l: &Json, r: &Json) -> Result<Json> {
+    use BinaryOperator as B;
+    let bools = || match (l, r) {
+        (Json::Bool(a), Json::Bool(b)) => Ok((*a, *b)),
+        _ => err(format!("{op:?} needs two bools, got {l} and {r}")),
+    };
+    Ok(match op {
+        B::Eq => Json::Bool(loose_eq(l, r)),
+        B::NotEq => Json::Bool(!loose_eq(l, r)),
+        B::And => {
+            let (a, b) = bools()?;
+            Json::Bool(a && b)
+        }
+        B::Or => {
+            let (a, b) = bools()?;
+            Json::Bool(a || b)
+        }
+        B::Less => Json::Bool(to_f64(l)? < to_f64(r)?),
+        B::LessEq => Json::Bool(to_f64(l)? <= to_f64(r)?),
+        B::Greater => Json::Bool(to_f64(l)? > to_f64(r)?),
+        B::GreaterEq => Json::Bool(to_f64(l)? >= to_f64(r)?),
+        B::Plus => num(to_f64(l)? + to_f64(r)?),
+        B::Minus => num(to_f64(l)? - to_f64(r)?),
+        B::Mul => num(to_f64(l)? * to_f64(r)?),
+        B::Div => {
+            let d = to_f64(r)?;
+            if d == 0.0 {
+                return err("division by zero");
+            }
+            num(to_f64(l)? / d)
+        }
+        B::Mod => {
+            let d = to_f64(r)?;
+            if d == 0.0 {
+                return err("modulo by zero");
+            }
+            num(to_f64(l)? % d)
+        }
+    })
+}
+
+/// Equality as Terraform sees it after conversion: `1 == "1"` is false, numbers compare by
+/// value.
+fn loose_eq(l: &Json, r: &Json) -> bool {
+    match (l, r) {
+        (Json::Number(a), Json::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => l == r,
+    }
+}
+
+/// Iterates a collection: (key, value) pairs; list keys are indices.
+pub fn entries(v: &Val) -> Result<Vec<(Json, Val)>> {
+    Ok(match v {
+        Val::Known(Json::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (Json::from(i), Val::Known(x.clone())))
+            .collect(),
+        Val::Known(Json::Object(m)) => m
+            .iter()
+            .map(|(k, x)| (Json::String(k.clone()), Val::Known(x.clone())))
+            .collect(),
+        Val::List(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (Json::from(i), x.clone()))
+            .collect(),
+        Val::Object(m) => m
+            .iter()
+            .map(|(k, x)| (Json::String(k.clone()), x.clone()))
+            .collect(),
+        Val::Known(Json::Null) => Vec::new(),
+        other => return err(format!("cannot iterate over {other:?}")),
+    })
+}
+
+fn for_expr(f: &ForExpr, scope: &Scope) -> Result<Val> {
+    let source = eval(&f.collection_expr, scope)?;
+    if !matches!(source, Val::Known(_) | Val::List(_) | Val::Object(_)) {
+        return Ok(opaque_of(
+            &source,
+            "for expression over a value that is not known",
+        ));
+    }
+    let mut inner = scope.clone();
+    let mut list = Vec::new();
+    let mut object: BTreeMap<String, Vec<Val>> = BTreeMap::new();
+    for (k, v) in entries(&source)? {
+        inner.bound.truncate(scope.bound.len());
+        if let Some(kv) = &f.key_var {
+            inner.bound.push((kv.to_string(), Val::Known(k.clone())));
+        }
+        inner.bound.push((f.value_var.to_string(), v));
+        if let Some(cond) = &f.cond_expr {
+            match eval(cond, &inner)? {
+                Val::Known(Json::Bool(true)) => {}
+                Val::Known(Json::Bool(false)) => continue,
+                other => return Ok(opaque_of(&other, "for expression filter not known")),
+            }
+        }
+        let value = eval(&f.value_expr, &inner)?;
+        match &f.key_expr {
+            None => list.push(value),
+            Some(ke) => {
+                let key = match eval(ke, &inner)? {
+                    Val::Known(Json::String(s)) => s,
+                    Val::Known(j) => j.to_string(),
+                    other => return Ok(opaque_of(&other, "for expression key not known")),
+                };
+                let slot = object.entry(key.clone()).or_default();
+                if !f.grouping && !slot.is_empty() {
+                    return err(format!(
+                        "duplicate key {key:?} in a for expression (use ... to group)"
+                    ));
+                }
+                slot.push(value);
+            }
+        }
+    }
+    if f.key_expr.is_none() {
+        return Ok(Val::list(list));
+    }
+    let out = object
+        .into_iter()
+        .map(|(k, mut vs)| {
+            let v = if f.grouping {
+                Val::list(vs)
+            } else {
+                vs.pop().unwrap_or_else(Val::null)
+            };
+            (k, v)
+        })
+        .collect();
+    Ok(Val::object(out))
+}
+
+/// A template: text when everything is known, a [`Val::Template`] when it splices in
+/// references, opaque otherwise.
+fn template_value(t: &Template, scope: &Scope) -> Result<Val> {
+    let mut parts = Vec::new();
+    render(t, scope, &mut parts)?;
+    let mut merged: Vec<Part> = Vec::new();
+    for p in parts {
+        match (merged.last_mut(), p) {
+            (Some(Part::Text(a)), Part::Text(b)) => a.push_str(&b),
+            (_, p) => merged.push(p),
+        }
+    }
+    match merged.as_slice() {
+        [] => Ok(Val::Known(Json::String(String::new()))),
+        [Part::Text(s)] => Ok(Val::Known(Json::String(s.clone()))),
+        [Part::Ref(r)] => Ok(Val::Ref(r.clone())),
+        _ => Ok(Val::Template(merged)),
+    }
+}
+
+fn render(t: &Template, scope: &Scope, out: &mut Vec<Part>) -> Result<()> {
+    for element in t.elements() {
+        match element {
+            Element::Literal(s) => out.push(Part::Text(s.clone())),
+            Element::Interpolation(i) => match eval(&i.expr, scope)? {
+                Val::Known(j) => out.push(Part::Text(stringify(&j)?)),
+                Val::Ref(r) => out.push(Part::Ref(r)),
+                Val::Template(parts) => out.extend(parts),
+                other => {
+                    return err(format!(
+                        "${{{}}} is computed from {}",
+                        text(&i.expr),
+                        describe_refs(&other)
+                    ));
+                }
+            },
+            Element::Directive(d) => match d.as_ref() {
+                Directive::If(d) => match eval(&d.cond_expr, scope)? {
+                    Val::Known(Json::Bool(true)) => render(&d.true_template, scope, out)?,
+                    Val::Known(Json::Bool(false)) => {
+                        if let Some(f) = &d.false_template {
+                            render(f, scope, out)?;
+                        }
+                    }
+                    _ => return err("a template %{if} over a value that is not known"),
+                },
+                Directive::For(d) => {
+                    let source = eval(&d.collection_expr, scope)?;
+                    let mut inner = scope.clone();
+                    for (k, v) in entries(&source)? {
+                        inner.bound.truncate(scope.bound.len());
+                        if let Some(kv) = &d.key_var {
+                            inner.bound.push((kv.to_string(), Val::Known(k)));
+                        }
+                        inner.bound.push((d.value_var.to_string(), v));
+                        render(&d.template, &inner, out)?;
+                    }
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The references a value reads, for messages.
+pub fn describe_refs(v: &Val) -> String {
+    let refs: Vec<String> = v.refs().iter().map(Ref::address).collect();
+    if refs.is_empty() {
+        "values that are not known".to_owned()
+    } else {
+        refs.join(", ")
+    }
+}
+
+/// A primitive as template text.
+pub fn stringify(j: &Json) -> Result<String> {
+    match j {
+        Json::String(s) => Ok(s.clone()),
+        Json::Number(n) => Ok(n.to_string()),
+        Json::Bool(b) => Ok(b.to_string()),
+        Json::Null => err("a null value in a template"),
+        other => err(format!("{other} is not a string")),
+    }
+}

@@ -1,0 +1,510 @@
+//! Terraform's built-in functions, over known values.
+//!
+//! A function called with a value that is not known (a reference to another object) gives an
+//! opaque value naming the call: conversion reports it instead of guessing. `try` and `can`
+//! evaluate their arguments themselves, so an argument that fails is what they are for.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use hcl::expr::FuncCall;
+use serde_json::Value as Json;
+
+use super::eval::{EvalError, Result, Scope, Val, eval, num, opaque_of, stringify, text, to_f64};
+
+fn err<T>(message: impl Into<String>) -> Result<T> {
+    Err(EvalError(message.into()))
+}
+
+/// Calls the function `call` names.
+pub fn call(call: &FuncCall, scope: &Scope) -> Result<Val> {
+    let name = call.name.name.as_str();
+    if !call.name.namespace.is_empty() {
+        return err(format!(
+            "provider-defined function {} is not evaluated by kraken convert",
+            text(&hcl::Expression::FuncCall(Box::new(call.clone())))
+        ));
+    }
+    match name {
+        "try" => {
+            let mut last = None;
+            for arg in &call.args {
+                match eval(arg, scope) {
+                    Ok(v) => return Ok(v),
+                    Err(e) => last = Some(e),
+                }
+            }
+            return Err(last.unwrap_or_else(|| EvalError("try() needs arguments".into())));
+        }
+        "can" => {
+            let [arg] = call.args.as_slice() else {
+                return err("can() takes one argument");
+            };
+            return Ok(Val::Known(Json::Bool(eval(arg, scope).is_ok())));
+        }
+        "file" => {
+            let [arg] = call.args.as_slice() else {
+                return err("file() takes one argument");
+            };
+            return file(&eval(arg, scope)?, scope);
+        }
+        _ => {}
+    }
+    let mut args = Vec::with_capacity(call.args.len());
+    for a in &call.args {
+        args.push(eval(a, scope)?);
+    }
+    if call.expand_final {
+        match args.pop() {
+            Some(Val::Known(Json::Array(items))) => args.extend(items.into_iter().map(Val::Known)),
+            Some(other) => return Ok(opaque_of(&other, &format!("{name}(...)"))),
+            None => return err(format!("{name}(...) needs a final argument to expand")),
+        }
+    }
+    let known: Option<Vec<Json>> = args.iter().map(|v| v.known().cloned()).collect();
+    let Some(known) = known else {
+        // Functions that only pass a value through keep a reference a reference.
+        if let ("tostring" | "tonumber" | "tobool", [v]) = (name, args.as_slice()) {
+            return Ok(v.clone());
+        }
+        let whole = text(&hcl::Expression::FuncCall(Box::new(call.clone())));
+        let refs = args.iter().flat_map(Val::refs).collect();
+        return Ok(Val::Opaque { expr: whole, refs });
+    };
+    known_call(name, &known).map(Val::Known)
+}
+
+fn file(path: &Val, scope: &Scope) -> Result<Val> {
+    let Some(Json::String(p)) = path.known() else {
+        return err("file() needs a known path");
+    };
+    let full = std::path::Path::new(&scope.module_dir).join(p);
+    std::fs::read_to_string(&full)
+        .map(|s| Val::Known(Json::String(s)))
+        .map_err(|e| EvalError(format!("file({p:?}): {e}")))
+}
+
+fn known_call(name: &str, a: &[Json]) -> Result<Json> {
+    let arity = |n: usize| {
+        if a.len() == n {
+            Ok(())
+        } else {
+            err(format!("{name}() takes {n} arguments, got {}", a.len()))
+        }
+    };
+    let s = |i: usize| -> Result<String> { stringify(&a[i]) };
+    Ok(match name {
+        "format" => {
+            let Some(f) = a.first() else {
+                return err("format() needs a format string");
+            };
+            Json::String(format(&stringify(f)?, &a[1..])?)
+        }
+        "join" => {
+            arity(2)?;
+            let items: Vec<String> = list(&a[1])?.iter().map(stringify).collect::<Result<_>>()?;
+            Json::String(items.join(&s(0)?))
+        }
+        "split" => {
+            arity(2)?;
+            let sep = s(0)?;
+            Json::Array(s(1)?.split(sep.as_str()).map(Json::from).collect())
+        }
+        "lookup" => {
+            if !(2..=3).contains(&a.len()) {
+                return err("lookup() takes 2 or 3 arguments");
+            }
+            match map(&a[0])?.get(&s(1)?) {
+                Some(v) => v.clone(),
+                None => a
+                    .get(2)
+                    .cloned()
+                    .ok_or_else(|| EvalError(format!("lookup(): no key {:?}", s(1).ok())))?,
+            }
+        }
+        "merge" => {
+            let mut out = serde_json::Map::new();
+            for m in a {
+                if !m.is_null() {
+                    out.extend(map(m)?.clone());
+                }
+            }
+            Json::Object(out)
+        }
+        "concat" => {
+            let mut out = Vec::new();
+            for l in a {
+                out.extend(list(l)?.iter().cloned());
+            }
+            Json::Array(out)
+        }
+        "length" => {
+            arity(1)?;
+            Json::from(match &a[0] {
+                Json::Array(x) => x.len(),
+                Json::Object(x) => x.len(),
+                Json::String(x) => x.chars().count(),
+                other => return err(format!("length() of {other}")),
+            })
+        }
+        "element" => {
+            arity(2)?;
+            let items = list(&a[0])?;
+            if items.is_empty() {
+                return err("element() of an empty list");
+            }
+            let i = to_f64(&a[1])? as usize;
+            items[i % items.len()].clone()
+        }
+        "coalesce" => a
+            .iter()
+            .find(|v| !v.is_null() && **v != Json::String(String::new()))
+            .cloned()
+            .ok_or_else(|| EvalError("coalesce(): every argument is null or empty".into()))?,
+        "tostring" => {
+            arity(1)?;
+            if a[0].is_null() {
+                Json::Null
+            } else {
+                Json::String(s(0)?)
+            }
+        }
+        "tonumber" => {
+            arity(1)?;
+            if a[0].is_null() {
+                Json::Null
+            } else {
+                num(to_f64(&a[0])?)
+            }
+        }
+        "tobool" => {
+            arity(1)?;
+            match &a[0] {
+                Json::Bool(_) | Json::Null => a[0].clone(),
+                Json::String(x) if x == "true" || x == "false" => Json::Bool(x == "true"),
+                other => return err(format!("tobool({other})")),
+            }
+        }
+        "tolist" => {
+            arity(1)?;
+            Json::Array(list(&a[0])?.clone())
+        }
+        "toset" => {
+            arity(1)?;
+            Json::Array(set(list(&a[0])?))
+        }
+        "tomap" => {
+            arity(1)?;
+            Json::Object(map(&a[0])?.clone())
+        }
+        "jsonencode" => {
+            arity(1)?;
+            Json::String(a[0].to_string())
+        }
+        "jsondecode" => {
+            arity(1)?;
+            serde_json::from_str(&s(0)?).map_err(|e| EvalError(format!("jsondecode(): {e}")))?
+        }
+        "cidrsubnet" => {
+            arity(3)?;
+            Json::String(cidrsubnet(
+                &s(0)?,
+                to_f64(&a[1])? as u32,
+                to_f64(&a[2])? as u128,
+            )?)
+        }
+        "cidrhost" => {
+            arity(2)?;
+            Json::String(cidrhost(&s(0)?, to_f64(&a[1])? as i128)?)
+        }
+        "replace" => {
+            arity(3)?;
+            Json::String(replace(&s(0)?, &s(1)?, &s(2)?)?)
+        }
+        "lower" => Json::String(s(0)?.to_lowercase()),
+        "upper" => Json::String(s(0)?.to_uppercase()),
+        "trimspace" => Json::String(s(0)?.trim().to_owned()),
+        "keys" => Json::Array(map(&a[0])?.keys().cloned().map(Json::String).collect()),
+        "values" => Json::Array(map(&a[0])?.values().cloned().collect()),
+        "flatten" => {
+            arity(1)?;
+            let mut out = Vec::new();
+            flatten(&a[0], &mut out);
+            Json::Array(out)
+        }
+        "contains" => {
+            arity(2)?;
+            Json::Bool(list(&a[0])?.contains(&a[1]))
+        }
+        "distinct" => Json::Array(set(list(&a[0])?)),
+        "compact" => Json::Array(
+            list(&a[0])?
+                .iter()
+                .filter(|v| !v.is_null() && **v != Json::String(String::new()))
+                .cloned()
+                .collect(),
+        ),
+        "range" => range(a)?,
+        "min" | "max" => {
+            let ns = a.iter().map(to_f64).collect::<Result<Vec<_>>>()?;
+            let pick = if name == "min" { f64::min } else { f64::max };
+            num(ns
+                .into_iter()
+                .reduce(pick)
+                .ok_or_else(|| EvalError(format!("{name}() needs arguments")))?)
+        }
+        "abs" => num(to_f64(&a[0])?.abs()),
+        "ceil" => num(to_f64(&a[0])?.ceil()),
+        "floor" => num(to_f64(&a[0])?.floor()),
+        "substr" => {
+            arity(3)?;
+            let chars: Vec<char> = s(0)?.chars().collect();
+            let start = (to_f64(&a[1])? as usize).min(chars.len());
+            let len = to_f64(&a[2])?;
+            let end = if len < 0.0 {
+                chars.len()
+            } else {
+                (start + len as usize).min(chars.len())
+            };
+            Json::String(chars[start..end].iter().collect())
+        }
+        "startswith" => Json::Bool(s(0)?.starts_with(&s(1)?)),
+        "endswith" => Json::Bool(s(0)?.ends_with(&s(1)?)),
+        "zipmap" => {
+            arity(2)?;
+            let (k, v) = (list(&a[0])?, list(&a[1])?);
+            Json::Object(
+                k.iter()
+                    .zip(v)
+                    .map(|(k, v)| Ok((stringify(k)?, v.clone())))
+                    .collect::<Result<_>>()?,
+            )
+        }
+        "sort" => {
+            let mut items: Vec<String> =
+                list(&a[0])?.iter().map(stringify).collect::<Result<_>>()?;
+            items.sort();
+            Json::Array(items.into_iter().map(Json::String).collect())
+        }
+        "reverse" => Json::Array(list(&a[0])?.iter().rev().cloned().collect()),
+        "base64encode" => {
+            use base64::Engine as _;
+            Json::String(base64::engine::general_purpose::STANDARD.encode(s(0)?))
+        }
+        other => {
+            return err(format!(
+                "function {other}() is not supported by kraken convert"
+            ));
+        }
+    })
+}
+
+fn list(j: &Json) -> Result<&Vec<Json>> {
+    match j {
+        Json::Array(a) => Ok(a),
+        other => err(format!("{other} is not a list")),
+    }
+}
+
+fn map(j: &Json) -> Result<&serde_json::Map<String, Json>> {
+    match j {
+        Json::Object(m) => Ok(m),
+        other => err(format!("{other} is not a map")),
+    }
+}
+
+/// Distinct members, first occurrence kept.
+fn set(items: &[Json]) -> Vec<Json> {
+    let mut out: Vec<Json> = Vec::new();
+    for i in items {
+        if !out.contains(i) {
+            out.push(i.clone());
+        }
+    }
+    out
+}
+
+fn flatten(j: &Json, out: &mut Vec<Json>) {
+    match j {
+        Json::Array(a) => a.iter().for_each(|x| flatten(x, out)),
+        other => out.push(other.clone()),
+    }
+}
+
+fn range(a: &[Json]) -> Result<Json> {
+    let n = a.iter().map(to_f64).collect::<Result<Vec<_>>>()?;
+    let (start, end, step) = match n.as_slice() {
+        [e] => (0.0, *e, 1.0),
+        [s, e] => (*s, *e, if e >= s { 1.0 } else { -1.0 }),
+        [s, e, st] => (*s, *e, *st),
+        _ => return err("range() takes 1 to 3 arguments"),
+    };
+    if step == 0.0 {
+        return err("range(): step 0");
+    }
+    let mut out = Vec::new();
+    let mut x = start;
+    while (step > 0.0 && x < end) || (step < 0.0 && x > end) {
+        if out.len() >= 1024 {
+            return err("range(): more than 1024 elements");
+        }
+        out.push(num(x));
+        x += step;
+    }
+    Ok(Json::Array(out))
+}
+
+fn replace(s: &str, find: &str, with: &str) -> Result<String> {
+    if find.len() > 1 && find.starts_with('/') && find.ends_with('/') {
+        let re = regex::Regex::new(&find[1..find.len() - 1])
+            .map_err(|e| EvalError(format!("replace(): {e}")))?;
+        // Terraform's $1 references match the regex crate's.
+        return Ok(re.replace_all(s, with).into_owned());
+    }
+    Ok(s.replace(find, with))
+}
+
+/// `format` with the verbs configurations use: `%s %d %v %q %f %%`, width and precision.
+fn format(f: &str, args: &[Json]) -> Result<String> {
+    let mut out = String::new();
+    let mut chars = f.chars().peekable();
+    let mut next = args.iter();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut spec = String::new();
+        while let Some(&d) = chars.peek() {
+            if d.is_ascii_digit() || d == '.' || d == '-' || d == '+' || d == '#' {
+                spec.push(d);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let Some(verb) = chars.next() else {
+            return err("format(): a trailing %");
+        };
+        if verb == '%' {
+            out.push('%');
+            continue;
+        }
+        let arg = next
+            .next()
+            .ok_or_else(|| EvalError(format!("format(): too few arguments for {f:?}")))?;
+        let (left, zero, width, precision) = parse_spec(&spec);
+        let text = match verb {
+            's' | 'v' => match arg {
+                Json::String(x) => x.clone(),
+                other => other.to_string(),
+            },
+            'd' => format!("{}", to_f64(arg)?.trunc() as i64),
+            'f' => format!("{:.*}", precision.unwrap_or(6), to_f64(arg)?),
+            'q' => Json::String(stringify(arg)?).to_string(),
+            't' => arg.to_string(),
+            other => return err(format!("format(): verb %{other} is not supported")),
+        };
+        let pad = width.saturating_sub(text.chars().count());
+        if left {
+            out.push_str(&text);
+            out.extend(std::iter::repeat_n(' ', pad));
+        } else {
+            let fill = if zero { '0' } else { ' ' };
+            out.extend(std::iter::repeat_n(fill, pad));
+            out.push_str(&text);
+        }
+    }
+    Ok(out)
+}
+
+/// (left-justify, zero-pad, width, precision) of a format spec like `-08.2`.
+fn parse_spec(spec: &str) -> (bool, bool, usize, Option<usize>) {
+    let left = spec.contains('-');
+    let body: String = spec
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let (w, p) = match body.split_once('.') {
+        Some((w, p)) => (w.to_owned(), p.parse().ok()),
+        None => (body.clone(), None),
+    };
+    let zero = w.starts_with('0');
+    (left, zero, w.parse().unwrap_or(0), p)
+}
+
+/// (address bits, prefix length, is IPv6) of a CIDR prefix.
+fn parse_cidr(prefix: &str) -> Result<(u128, u32, bool)> {
+    let (addr, len) = prefix
+        .split_once('/')
+        .ok_or_else(|| EvalError(format!("{prefix:?} is not a CIDR prefix")))?;
+    let len: u32 = len
+        .parse()
+        .map_err(|_| EvalError(format!("{prefix:?}: bad prefix length")))?;
+    if let Ok(v4) = addr.parse::<Ipv4Addr>() {
+        if len > 32 {
+            return err(format!("{prefix:?}: prefix length over 32"));
+        }
+        return Ok((u128::from(u32::from(v4)), len, false));
+    }
+    let v6: Ipv6Addr = addr
+        .parse()
+        .map_err(|_| EvalError(format!("{prefix:?}: bad address")))?;
+    if len > 128 {
+        return err(format!("{prefix:?}: prefix length over 128"));
+    }
+    Ok((u128::from(v6), len, true))
+}
+
+fn render_addr(bits: u128, v6: bool) -> String {
+    if v6 {
+        Ipv6Addr::from(bits).to_string()
+    } else {
+        Ipv4Addr::from(bits as u32).to_string()
+    }
+}
+
+fn cidrsubnet(prefix: &str, newbits: u32, netnum: u128) -> Result<String> {
+    let (addr, len, v6) = parse_cidr(prefix)?;
+    let total = if v6 { 128 } else { 32 };
+    let new_len = len + newbits;
+    if new_len > total {
+        return err(format!(
+            "cidrsubnet({prefix:?}, {newbits}): would need {new_len} bits"
+        ));
+    }
+    if newbits < 128 && netnum >= (1u128 << newbits) {
+        return err(format!(
+            "cidrsubnet({prefix:?}, {newbits}, {netnum}): netnum too large"
+        ));
+    }
+    let host_bits = total - new_len;
+    let mask = if len == 0 {
+        0
+    } else {
+        (!0u128) << (128 - len) >> (128 - total)
+    };
+    let base = addr & mask;
+    let net = base | netnum.checked_shl(host_bits).unwrap_or(0);
+    Ok(format!("{}/{new_len}", render_addr(net, v6)))
+}
+
+fn cidrhost(prefix: &str, hostnum: i128) -> Result<String> {
+    let (addr, len, v6) = parse_cidr(prefix)?;
+    let total = if v6 { 128 } else { 32 };
+    let host_bits = total - len;
+    let size: i128 = if host_bits >= 127 {
+        i128::MAX
+    } else {
+        1i128 << host_bits
+    };
+    let n = if hostnum < 0 { size + hostnum } else { hostnum };
+    if n < 0 || n >= size {
+        return err(format!("cidrhost({prefix:?}, {hostnum}): no such host"));
+    }
+    let mask = if len == 0 {
+        0
+    } else {
+        (!0u128) << (128 - len) >> (128 - total)
+    };
+    Ok(render_addr((addr & mask) | n as u128, v6))
+}

@@ -1,0 +1,344 @@
+//! Reading a Terraform module: every `*.tf` (native syntax) and `*.tf.json` file of a
+//! directory, in name order, into the blocks conversion works on, each with its file and line.
+
+use std::path::{Path, PathBuf};
+
+use hcl::Expression;
+use hcl::edit::Span as _;
+use hcl::edit::structure::{BlockLabel, Body as EditBody, Structure};
+use serde_json::Value as Json;
+
+/// Where something is written: `file:line:column` (1-based).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// A block's contents: attributes and nested blocks, in source order.
+#[derive(Debug, Clone, Default)]
+pub struct Body {
+    pub attributes: Vec<(String, Expression, Location)>,
+    pub blocks: Vec<Block>,
+}
+
+impl Body {
+    pub fn attribute(&self, name: &str) -> Option<(&Expression, &Location)> {
+        self.attributes
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, e, l)| (e, l))
+    }
+
+    pub fn blocks_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Block> + 'a {
+        self.blocks.iter().filter(move |b| b.kind == kind)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub kind: String,
+    pub labels: Vec<String>,
+    pub body: Body,
+    pub at: Location,
+}
+
+/// What a module declares.
+#[derive(Debug, Clone, Default)]
+pub struct Module {
+    pub dir: PathBuf,
+    /// Every top-level block, in file-name then source order.
+    pub blocks: Vec<Block>,
+}
+
+impl Module {
+    pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Block> + 'a {
+        self.blocks.iter().filter(move |b| b.kind == kind)
+    }
+}
+
+/// Why a module could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{at}: {message}")]
+    Syntax { at: Location, message: String },
+    #[error("{0} holds no *.tf or *.tf.json files")]
+    Empty(String),
+}
+
+/// Reads every `*.tf` and `*.tf.json` file of `dir`.
+pub fn load(dir: &Path) -> Result<Module, LoadError> {
+    let read_err = |path: &Path, source| LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| read_err(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            p.is_file() && (name.ends_with(".tf") || name.ends_with(".tf.json"))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(LoadError::Empty(dir.display().to_string()));
+    }
+    let mut module = Module {
+        dir: dir.to_path_buf(),
+        blocks: Vec::new(),
+    };
+    for path in files {
+        let text = std::fs::read_to_string(&path).map_err(|e| read_err(&path, e))?;
+        let name = path.display().to_string();
+        let blocks = if name.ends_with(".json") {
+            json_file(&name, &text)?
+        } else {
+            native_file(&name, &text)?.blocks
+        };
+        module.blocks.extend(blocks);
+    }
+    Ok(module)
+}
+
+/// Line and column (1-based) of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
+    (line, column)
+}
+
+/// One file's top-level body: a `.tfvars` or `.tfvars.json` file's assignments.
+pub fn load_file(path: &Path) -> Result<Body, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let name = path.display().to_string();
+    if !name.ends_with(".json") {
+        return native_file(&name, &text);
+    }
+    let doc: Json = serde_json::from_str(&text).map_err(|e| LoadError::Syntax {
+        at: Location {
+            file: name.clone(),
+            line: e.line(),
+            column: e.column(),
+        },
+        message: e.to_string(),
+    })?;
+    let at = Location {
+        file: name,
+        line: 1,
+        column: 1,
+    };
+    let mut body = Body::default();
+    if let Json::Object(m) = doc {
+        for (k, v) in m {
+            body.attributes.push((k, json_value(&v), at.clone()));
+        }
+    }
+    Ok(body)
+}
+
+/// A JSON value as a constant expression (no templates: a variables file holds values).
+fn json_value(v: &Json) -> Expression {
+    match v {
+        Json::String(s) => Expression::String(s.clone()),
+        Json::Array(a) => Expression::Array(a.iter().map(json_value).collect()),
+        Json::Object(m) => {
+            let mut obj = hcl::expr::Object::new();
+            for (k, v) in m {
+                obj.insert(hcl::expr::ObjectKey::from(k.as_str()), json_value(v));
+            }
+            Expression::Object(obj)
+        }
+        other => json_expr(other),
+    }
+}
+
+fn native_file(name: &str, text: &str) -> Result<Body, LoadError> {
+    let body = hcl::edit::parser::parse_body(text).map_err(|e| LoadError::Syntax {
+        at: Location {
+            file: name.to_owned(),
+            line: e.location().line(),
+            column: e.location().column(),
+        },
+        message: e.message().to_string(),
+    })?;
+    Ok(native_body(name, text, body))
+}
+
+fn native_body(name: &str, text: &str, body: EditBody) -> Body {
+    let at = |span: Option<std::ops::Range<usize>>| {
+        let (line, column) = position(text, span.map_or(0, |s| s.start));
+        Location {
+            file: name.to_owned(),
+            line,
+            column,
+        }
+    };
+    let mut out = Body::default();
+    for structure in body.into_iter() {
+        match structure {
+            Structure::Attribute(a) => {
+                let loc = at(a.span());
+                out.attributes
+                    .push((a.key.to_string(), Expression::from(a.value), loc));
+            }
+            Structure::Block(b) => {
+                let loc = at(b.span());
+                let labels = b
+                    .labels
+                    .iter()
+                    .map(|l| match l {
+                        BlockLabel::Ident(i) => i.to_string(),
+                        BlockLabel::String(s) => s.to_string(),
+                    })
+                    .collect();
+                out.blocks.push(Block {
+                    kind: b.ident.to_string(),
+                    labels,
+                    body: native_body(name, text, b.body),
+                    at: loc,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// How many labels each top-level block type of the JSON syntax nests.
+fn json_labels(kind: &str) -> usize {
+    match kind {
+        "resource" | "data" => 2,
+        "variable" | "output" | "module" | "provider" => 1,
+        _ => 0,
+    }
+}
+
+fn json_file(name: &str, text: &str) -> Result<Vec<Block>, LoadError> {
+    let doc: Json = serde_json::from_str(text).map_err(|e| LoadError::Syntax {
+        at: Location {
+            file: name.to_owned(),
+            line: e.line(),
+            column: e.column(),
+        },
+        message: e.to_string(),
+    })?;
+    let at = Location {
+        file: name.to_owned(),
+        line: 1,
+        column: 1,
+    };
+    let Json::Object(top) = doc else {
+        return Err(LoadError::Syntax {
+            at,
+            message: "a .tf.json file must hold an object".into(),
+        });
+    };
+    let mut blocks = Vec::new();
+    for (kind, v) in top {
+        json_blocks(&kind, Vec::new(), json_labels(&kind), &v, &at, &mut blocks);
+    }
+    Ok(blocks)
+}
+
+fn json_blocks(
+    kind: &str,
+    labels: Vec<String>,
+    depth: usize,
+    v: &Json,
+    at: &Location,
+    out: &mut Vec<Block>,
+) {
+    if depth > 0 {
+        if let Json::Object(m) = v {
+            for (label, inner) in m {
+                let mut l = labels.clone();
+                l.push(label.clone());
+                json_blocks(kind, l, depth - 1, inner, at, out);
+            }
+        }
+        return;
+    }
+    let items: Vec<&Json> = match v {
+        Json::Array(a) => a.iter().collect(),
+        other => vec![other],
+    };
+    for item in items {
+        out.push(Block {
+            kind: kind.to_owned(),
+            labels: labels.clone(),
+            body: json_body(item, at),
+            at: at.clone(),
+        });
+    }
+}
+
+/// The meta-blocks that stay blocks in JSON syntax; other objects are attributes (the
+/// provider schema tells nested blocks apart later).
+const JSON_BLOCKS: &[&str] = &[
+    "lifecycle",
+    "dynamic",
+    "content",
+    "provisioner",
+    "connection",
+];
+
+fn json_body(v: &Json, at: &Location) -> Body {
+    let mut body = Body::default();
+    let Json::Object(m) = v else {
+        return body;
+    };
+    for (k, v) in m {
+        if JSON_BLOCKS.contains(&k.as_str()) {
+            let depth = usize::from(k == "dynamic");
+            json_blocks(k, Vec::new(), depth, v, at, &mut body.blocks);
+        } else {
+            body.attributes.push((k.clone(), json_expr(v), at.clone()));
+        }
+    }
+    body
+}
+
+/// A JSON value as an expression: strings are templates (`"${var.x}"`).
+fn json_expr(v: &Json) -> Expression {
+    match v {
+        Json::Null => Expression::Null,
+        Json::Bool(b) => Expression::Bool(*b),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Expression::from)
+            .or_else(|| n.as_f64().map(Expression::from))
+            .unwrap_or(Expression::Null),
+        Json::String(s) if s.contains("${") || s.contains("%{") => {
+            Expression::TemplateExpr(Box::new(hcl::expr::TemplateExpr::QuotedString(s.clone())))
+        }
+        Json::String(s) => Expression::String(s.clone()),
+        Json::Array(a) => Expression::Array(a.iter().map(json_expr).collect()),
+        Json::Object(m) => {
+            let mut obj = hcl::expr::Object::new();
+            for (k, v) in m {
+                obj.insert(hcl::expr::ObjectKey::from(k.as_str()), json_expr(v));
+            }
+            Expression::Object(obj)
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! `kraken convert`: a Terraform configuration (and its state) → Kubernetes manifests that
+//! adopt what it manages.
+//!
+//! Bottom up: [`load`] reads a module's files with their locations; [`eval`] and [`funcs`]
+//! evaluate expressions with real values, keeping references to other objects as references;
+//! [`module`] evaluates variables, locals and outputs and expands `count` and `for_each` into
+//! instances.
+
+pub mod eval;
+pub mod funcs;
+pub mod load;
+pub mod module;
+
+#[cfg(test)]
+mod tests;

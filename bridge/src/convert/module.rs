@@ -1,0 +1,666 @@
+//! A module evaluated: variables from their defaults, `TF_VAR_*`, `.tfvars` files and `-var`,
+//! checked against their validation blocks; locals in dependency order; every resource and
+//! data block expanded by `count` or `for_each` into instances with their arguments evaluated.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hcl::Expression;
+use serde_json::Value as Json;
+
+use super::eval::{EvalError, Scope, Val, entries, eval, text};
+use super::load::{Block, Body, Location, Module};
+
+/// Where variable values come from besides the defaults, in Terraform's order of precedence
+/// (later wins): the environment's `TF_VAR_*`, then `terraform.tfvars`,
+/// `terraform.tfvars.json` and `*.auto.tfvars` in the module, then `--var-file` and `--var` in
+/// the order given.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub env: Vec<(String, String)>,
+    /// `--var-file` and `--var`, in command-line order.
+    pub given: Vec<Given>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Given {
+    File(PathBuf),
+    Var(String, String),
+}
+
+/// Something conversion could not do, with where it is written.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    pub at: Location,
+    /// The Terraform address or name concerned (`aws_vpc.main[0]`, `var.cidr`).
+    pub subject: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.at, self.subject, self.message)
+    }
+}
+
+/// One instance of a resource or data block.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub data: bool,
+    pub type_name: String,
+    /// The block's name (the second label).
+    pub name: String,
+    /// `count` index or `for_each` key.
+    pub key: Option<Json>,
+    /// Arguments by Terraform name; nested blocks as lists of objects.
+    pub args: BTreeMap<String, Val>,
+    /// Where each argument is written.
+    pub arg_at: BTreeMap<String, Location>,
+    /// `depends_on` addresses.
+    pub depends_on: Vec<String>,
+    /// The `provider` meta-argument (`aws.west`).
+    pub provider: Option<String>,
+    /// The `lifecycle` block's settings, evaluated.
+    pub lifecycle: BTreeMap<String, Val>,
+    pub at: Location,
+}
+
+impl Instance {
+    /// The Terraform address: `aws_vpc.main`, `data.aws_ami.ubuntu`, `aws_subnet.a[0]`.
+    pub fn address(&self) -> String {
+        let mut a = if self.data {
+            format!("data.{}.{}", self.type_name, self.name)
+        } else {
+            format!("{}.{}", self.type_name, self.name)
+        };
+        if let Some(k) = &self.key {
+            a.push_str(&format!("[{k}]"));
+        }
+        a
+    }
+}
+
+/// The evaluated module.
+#[derive(Debug, Clone, Default)]
+pub struct Evaluated {
+    pub vars: BTreeMap<String, Json>,
+    pub locals: BTreeMap<String, Val>,
+    pub instances: Vec<Instance>,
+    /// Outputs by name.
+    pub outputs: BTreeMap<String, (Val, Location)>,
+    pub problems: Vec<Problem>,
+}
+
+/// Meta-arguments: not provider arguments.
+const META: &[&str] = &["count", "for_each", "provider", "depends_on"];
+
+/// Evaluates `module` with `inputs`.
+pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
+    let mut out = Evaluated::default();
+    let mut scope = Scope {
+        module_dir: module.dir.display().to_string(),
+        ..Scope::default()
+    };
+    for b in module.of_kind("resource").chain(module.of_kind("data")) {
+        if let [type_name, name] = b.labels.as_slice() {
+            let id = if b.kind == "data" {
+                format!("data.{type_name}.{name}")
+            } else {
+                format!("{type_name}.{name}")
+            };
+            let repeated =
+                b.body.attribute("count").is_some() || b.body.attribute("for_each").is_some();
+            scope.objects.insert(id, repeated);
+        }
+    }
+    scope.vars = variables(module, inputs, &mut out.problems);
+    out.vars = scope.vars.clone();
+    scope.locals = locals(module, &scope, &mut out.problems);
+    out.locals = scope.locals.clone();
+    for b in module.of_kind("resource").chain(module.of_kind("data")) {
+        instances(b, &scope, &mut out);
+    }
+    for b in module.of_kind("output") {
+        let name = b.labels.first().cloned().unwrap_or_default();
+        match b.body.attribute("value") {
+            Some((e, at)) => match eval(e, &scope) {
+                Ok(v) => {
+                    out.outputs.insert(name, (v, at.clone()));
+                }
+                Err(e) => out
+                    .problems
+                    .push(problem(at, &format!("output.{name}"), e.0)),
+            },
+            None => out
+                .problems
+                .push(problem(&b.at, &format!("output.{name}"), "no value".into())),
+        }
+    }
+    out
+}
+
+fn problem(at: &Location, subject: &str, message: String) -> Problem {
+    Problem {
+        at: at.clone(),
+        subject: subject.to_owned(),
+        message,
+    }
+}
+
+/// Every variable's value, by precedence; problems for missing values and failed validations.
+fn variables(
+    module: &Module,
+    inputs: &Inputs,
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, Json> {
+    let declared: BTreeMap<String, &Block> = module
+        .of_kind("variable")
+        .filter_map(|b| b.labels.first().map(|n| (n.clone(), b)))
+        .collect();
+    let empty = Scope::default();
+    let mut values: BTreeMap<String, Json> = BTreeMap::new();
+    for (name, b) in &declared {
+        if let Some((e, at)) = b.body.attribute("default") {
+            match eval(e, &empty) {
+                Ok(Val::Known(j)) => {
+                    values.insert(name.clone(), j);
+                }
+                _ => problems.push(problem(
+                    at,
+                    &format!("var.{name}"),
+                    "the default is not a constant".into(),
+                )),
+            }
+        }
+    }
+    let mut set = |name: &str, raw: Raw, at: &Location, problems: &mut Vec<Problem>| {
+        let Some(b) = declared.get(name) else {
+            problems.push(problem(
+                at,
+                &format!("var.{name}"),
+                "a value is given for a variable that is not declared".into(),
+            ));
+            return;
+        };
+        match typed(raw, b) {
+            Ok(v) => {
+                values.insert(name.to_owned(), v);
+            }
+            Err(e) => problems.push(problem(at, &format!("var.{name}"), e)),
+        }
+    };
+    let env_at = Location {
+        file: "(environment)".into(),
+        ..Location::default()
+    };
+    for (k, v) in &inputs.env {
+        if let Some(name) = k.strip_prefix("TF_VAR_") {
+            if declared.contains_key(name) {
+                set(name, Raw::Text(v.clone()), &env_at, problems);
+            }
+        }
+    }
+    let mut files: Vec<PathBuf> = ["terraform.tfvars", "terraform.tfvars.json"]
+        .iter()
+        .map(|f| module.dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    let mut auto: Vec<PathBuf> = std::fs::read_dir(&module.dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            n.ends_with(".auto.tfvars") || n.ends_with(".auto.tfvars.json")
+        })
+        .collect();
+    auto.sort();
+    files.extend(auto);
+    let mut given: Vec<Given> = files.into_iter().map(Given::File).collect();
+    given.extend(inputs.given.iter().cloned());
+    for g in given {
+        match g {
+            Given::File(path) => match tfvars(&path) {
+                Ok(pairs) => pairs
+                    .into_iter()
+                    .for_each(|(k, v, at)| set(&k, Raw::Value(v), &at, problems)),
+                Err(p) => problems.push(p),
+            },
+            Given::Var(k, v) => {
+                let at = Location {
+                    file: "(--var)".into(),
+                    ..Location::default()
+                };
+                set(&k, Raw::Text(v), &at, problems);
+            }
+        }
+    }
+    for (name, b) in &declared {
+        if !values.contains_key(name) {
+            problems.push(problem(
+                &b.at,
+                &format!("var.{name}"),
+                "no value: it has no default and none was given (--var, --var-file, TF_VAR_)"
+                    .into(),
+            ));
+        }
+    }
+    validate(&declared, &values, problems);
+    values
+}
+
+/// A variable value as given: text from the command line or environment (an HCL expression
+/// unless the variable is a string), or a value from a file.
+enum Raw {
+    Text(String),
+    Value(Json),
+}
+
+fn typed(raw: Raw, b: &Block) -> Result<Json, String> {
+    let ty = b
+        .body
+        .attribute("type")
+        .map(|(e, _)| text(e))
+        .unwrap_or_default();
+    let v = match raw {
+        Raw::Value(v) => v,
+        Raw::Text(t) if ty.is_empty() || ty == "string" => Json::String(t),
+        Raw::Text(t) => {
+            let e: Expression = t
+                .parse()
+                .map_err(|e| format!("{t:?} is not a value of type {ty}: {e}"))?;
+            match eval(&e, &Scope::default()).map_err(|e| e.0)? {
+                Val::Known(j) => j,
+                _ => return Err(format!("{t:?} is not a constant")),
+            }
+        }
+    };
+    match (ty.as_str(), &v) {
+        ("number", Json::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .map(super::eval::num)
+            .map_err(|_| format!("{s:?} is not a number")),
+        ("bool", Json::String(s)) if s == "true" || s == "false" => Ok(Json::Bool(s == "true")),
+        ("string", Json::Number(n)) => Ok(Json::String(n.to_string())),
+        ("string", Json::Bool(x)) => Ok(Json::String(x.to_string())),
+        _ => Ok(v),
+    }
+}
+
+/// A `.tfvars` (HCL) or `.tfvars.json` file's assignments.
+fn tfvars(path: &Path) -> Result<Vec<(String, Json, Location)>, Problem> {
+    let module = super::load::load_file(path).map_err(|e| Problem {
+        at: Location {
+            file: path.display().to_string(),
+            ..Location::default()
+        },
+        subject: "variables file".into(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (name, e, at) in module.attributes {
+        match eval(&e, &Scope::default()) {
+            Ok(Val::Known(j)) => out.push((name, j, at)),
+            _ => {
+                return Err(problem(
+                    &at,
+                    &format!("var.{name}"),
+                    "a variables file may hold only constants".into(),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs each variable's `validation` blocks; a failed condition reports its error message.
+fn validate(
+    declared: &BTreeMap<String, &Block>,
+    values: &BTreeMap<String, Json>,
+    problems: &mut Vec<Problem>,
+) {
+    let scope = Scope {
+        vars: values.clone(),
+        ..Scope::default()
+    };
+    for (name, b) in declared {
+        if !values.contains_key(name) {
+            continue;
+        }
+        for v in b.body.blocks_of("validation") {
+            let Some((cond, at)) = v.body.attribute("condition") else {
+                continue;
+            };
+            let message = v
+                .body
+                .attribute("error_message")
+                .and_then(|(e, _)| eval(e, &scope).ok())
+                .and_then(|v| v.known().and_then(Json::as_str).map(str::to_owned))
+                .unwrap_or_else(|| "validation failed".into());
+            match eval(cond, &scope) {
+                Ok(Val::Known(Json::Bool(true))) => {}
+                Ok(Val::Known(Json::Bool(false))) => {
+                    problems.push(problem(
+                        at,
+                        &format!("var.{name}"),
+                        format!("validation failed: {message}"),
+                    ));
+                }
+                Ok(_) => problems.push(problem(
+                    at,
+                    &format!("var.{name}"),
+                    "a validation condition that is not a bool".into(),
+                )),
+                Err(e) => problems.push(problem(
+                    at,
+                    &format!("var.{name}"),
+                    format!("validation: {}", e.0),
+                )),
+            }
+        }
+    }
+}
+
+/// Every local, evaluated in dependency order: passes over the ones left until none moves.
+fn locals(module: &Module, scope: &Scope, problems: &mut Vec<Problem>) -> BTreeMap<String, Val> {
+    let mut pending: Vec<(String, Expression, Location)> = module
+        .of_kind("locals")
+        .flat_map(|b| b.body.attributes.iter().cloned())
+        .collect();
+    let mut scope = scope.clone();
+    loop {
+        let before = pending.len();
+        let mut left = Vec::new();
+        let mut last_errors = Vec::new();
+        for (name, e, at) in pending {
+            match eval(&e, &scope) {
+                Ok(v) => {
+                    scope.locals.insert(name, v);
+                }
+                Err(err) => {
+                    last_errors.push(problem(&at, &format!("local.{name}"), err.0.clone()));
+                    left.push((name, e, at));
+                }
+            }
+        }
+        if left.is_empty() {
+            break;
+        }
+        if left.len() == before {
+            problems.extend(last_errors);
+            break;
+        }
+        pending = left;
+    }
+    scope.locals
+}
+
+/// Expands one resource or data block into its instances.
+fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
+    let [type_name, name] = b.labels.as_slice() else {
+        out.problems.push(problem(
+            &b.at,
+            &b.kind,
+            "needs two labels: type and name".into(),
+        ));
+        return;
+    };
+    let data = b.kind == "data";
+    let subject = if data {
+        format!("data.{type_name}.{name}")
+    } else {
+        format!("{type_name}.{name}")
+    };
+    let keys: Vec<(Option<Json>, Scope)> =
+        match (b.body.attribute("count"), b.body.attribute("for_each")) {
+            (Some(_), Some((_, at))) => {
+                out.problems
+                    .push(problem(at, &subject, "count and for_each together".into()));
+                return;
+            }
+            (Some((e, at)), None) => match eval(e, scope).map(|v| v.known().and_then(Json::as_i64))
+            {
+                Ok(Some(n)) if n >= 0 => (0..n)
+                    .map(|i| {
+                        let mut s = scope.clone();
+                        s.count_index = Some(i);
+                        (Some(Json::from(i)), s)
+                    })
+                    .collect(),
+                Ok(_) => {
+                    out.problems.push(problem(
+                        at,
+                        &subject,
+                        format!("count = {} is not a known whole number", text(e)),
+                    ));
+                    return;
+                }
+                Err(err) => {
+                    out.problems
+                        .push(problem(at, &subject, format!("count: {}", err.0)));
+                    return;
+                }
+            },
+            (None, Some((e, at))) => match for_each_keys(e, scope) {
+                Ok(pairs) => pairs
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let mut s = scope.clone();
+                        s.each = Some((k.clone(), v));
+                        (Some(k), s)
+                    })
+                    .collect(),
+                Err(err) => {
+                    out.problems
+                        .push(problem(at, &subject, format!("for_each: {}", err.0)));
+                    return;
+                }
+            },
+            (None, None) => vec![(None, scope.clone())],
+        };
+    for (key, s) in keys {
+        let mut inst = Instance {
+            data,
+            type_name: type_name.clone(),
+            name: name.clone(),
+            key,
+            args: BTreeMap::new(),
+            arg_at: BTreeMap::new(),
+            depends_on: Vec::new(),
+            provider: b.body.attribute("provider").map(|(e, _)| text(e)),
+            lifecycle: BTreeMap::new(),
+            at: b.at.clone(),
+        };
+        if let Some((e, _)) = b.body.attribute("depends_on") {
+            if let Expression::Array(items) = e {
+                inst.depends_on = items.iter().map(text).collect();
+            }
+        }
+        let address = inst.address();
+        body_args(&b.body, &s, &address, &mut inst, &mut out.problems);
+        out.instances.push(inst);
+    }
+}
+
+/// The keys and values a `for_each` iterates: a map's entries, or a set of strings (each
+/// value is its key).
+fn for_each_keys(e: &Expression, scope: &Scope) -> Result<Vec<(Json, Val)>, EvalError> {
+    let v = eval(e, scope)?;
+    match &v {
+        Val::Known(Json::Array(items)) => items
+            .iter()
+            .map(|i| match i {
+                Json::String(_) => Ok((i.clone(), Val::Known(i.clone()))),
+                other => Err(EvalError(format!(
+                    "a for_each set must hold strings, not {other}"
+                ))),
+            })
+            .collect(),
+        Val::Known(Json::Object(_)) | Val::Object(_) => entries(&v),
+        _ => Err(EvalError(format!(
+            "{} is not a known map or set of strings",
+            text(e)
+        ))),
+    }
+}
+
+/// Evaluates a block body's arguments into `inst` (nested blocks as lists of objects,
+/// `dynamic` blocks expanded); `lifecycle` into its settings.
+fn body_args(
+    body: &Body,
+    scope: &Scope,
+    address: &str,
+    inst: &mut Instance,
+    problems: &mut Vec<Problem>,
+) {
+    for (name, e, at) in &body.attributes {
+        if META.contains(&name.as_str()) {
+            continue;
+        }
+        match eval(e, scope) {
+            Ok(v) => {
+                inst.args.insert(name.clone(), v);
+                inst.arg_at.insert(name.clone(), at.clone());
+            }
+            Err(err) => problems.push(problem(at, &format!("{address}.{name}"), err.0)),
+        }
+    }
+    let mut nested: BTreeMap<String, Vec<Val>> = BTreeMap::new();
+    for b in &body.blocks {
+        match b.kind.as_str() {
+            "lifecycle" => {
+                for (name, e, at) in &b.body.attributes {
+                    match eval(e, scope) {
+                        Ok(v) => {
+                            inst.lifecycle.insert(name.clone(), v);
+                        }
+                        // ignore_changes and replace_triggered_by name attributes; keep
+                        // their text.
+                        Err(_) => {
+                            inst.lifecycle
+                                .insert(name.clone(), Val::Known(Json::String(text(e))));
+                            let _ = at;
+                        }
+                    }
+                }
+                for inner in &b.body.blocks {
+                    problems.push(problem(
+                        &inner.at,
+                        address,
+                        format!("lifecycle block {} is not converted", inner.kind),
+                    ));
+                }
+            }
+            "provisioner" | "connection" => {
+                problems.push(problem(
+                    &b.at,
+                    address,
+                    format!(
+                        "{} blocks are not converted: Kraken runs no provisioners",
+                        b.kind
+                    ),
+                ));
+            }
+            "dynamic" => match dynamic(b, scope, address, problems) {
+                Some((kind, items)) => nested.entry(kind).or_default().extend(items),
+                None => {}
+            },
+            kind => {
+                if let Some(v) = block_value(&b.body, scope, &format!("{address}.{kind}"), problems)
+                {
+                    nested.entry(kind.to_owned()).or_default().push(v);
+                    inst.arg_at
+                        .entry(kind.to_owned())
+                        .or_insert_with(|| b.at.clone());
+                }
+            }
+        }
+    }
+    for (kind, items) in nested {
+        inst.args.insert(kind, Val::list(items));
+    }
+}
+
+/// A nested block's value: an object of its arguments and its own nested blocks.
+fn block_value(
+    body: &Body,
+    scope: &Scope,
+    subject: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<Val> {
+    let mut obj = BTreeMap::new();
+    for (name, e, at) in &body.attributes {
+        match eval(e, scope) {
+            Ok(v) => {
+                obj.insert(name.clone(), v);
+            }
+            Err(err) => problems.push(problem(at, &format!("{subject}.{name}"), err.0)),
+        }
+    }
+    let mut nested: BTreeMap<String, Vec<Val>> = BTreeMap::new();
+    for b in &body.blocks {
+        if b.kind == "dynamic" {
+            if let Some((kind, items)) = dynamic(b, scope, subject, problems) {
+                nested.entry(kind).or_default().extend(items);
+            }
+        } else if let Some(v) =
+            block_value(&b.body, scope, &format!("{subject}.{}", b.kind), problems)
+        {
+            nested.entry(b.kind.clone()).or_default().push(v);
+        }
+    }
+    for (kind, items) in nested {
+        obj.insert(kind, Val::list(items));
+    }
+    Some(Val::object(obj))
+}
+
+/// `dynamic "x" { for_each = ...; iterator = it; content { ... } }` → the blocks `x`.
+fn dynamic(
+    b: &Block,
+    scope: &Scope,
+    subject: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<(String, Vec<Val>)> {
+    let kind = b.labels.first()?.clone();
+    let subject = format!("{subject}.dynamic.{kind}");
+    let Some((e, at)) = b.body.attribute("for_each") else {
+        problems.push(problem(
+            &b.at,
+            &subject,
+            "a dynamic block needs for_each".into(),
+        ));
+        return None;
+    };
+    let iterator = b
+        .body
+        .attribute("iterator")
+        .map(|(e, _)| text(e))
+        .unwrap_or_else(|| kind.clone());
+    let source = match eval(e, scope) {
+        Ok(v) => v,
+        Err(err) => {
+            problems.push(problem(at, &subject, err.0));
+            return None;
+        }
+    };
+    let pairs = match entries(&source) {
+        Ok(p) => p,
+        Err(err) => {
+            problems.push(problem(at, &subject, format!("for_each: {}", err.0)));
+            return None;
+        }
+    };
+    let content = b.body.blocks_of("content").next()?;
+    let mut items = Vec::new();
+    for (k, v) in pairs {
+        let mut inner = scope.clone();
+        let mut it = BTreeMap::new();
+        it.insert("key".to_owned(), Val::Known(k));
+        it.insert("value".to_owned(), v);
+        inner.bound.push((iterator.clone(), Val::object(it)));
+        items.extend(block_value(&content.body, &inner, &subject, problems));
+    }
+    Some((kind, items))
+}

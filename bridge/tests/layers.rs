@@ -29,6 +29,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["kit", "value", "provider", "core_kinds", "source"],
     ),
     ("ec2", &["kit", "value", "core_kinds", "hub"]),
+    // kraken convert: a library for the CLI, beside the controllers.
+    ("convert", &["kit", "value", "provider", "core_kinds"]),
     (
         "operator",
         &[
@@ -55,6 +57,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "managed",
             "installer",
             "ec2",
+            "convert",
             "operator",
         ],
     ),

@@ -4,8 +4,9 @@
 //! Bottom up: [`load`] reads a module's files with their locations; [`eval`] and [`funcs`]
 //! evaluate expressions with real values, keeping references to other objects as references;
 //! [`module`] evaluates variables, locals and outputs and expands `count` and `for_each` into
-//! instances.
+//! instances; [`emit`] writes a manifest per instance, references as `valuesFrom`.
 
+pub mod emit;
 pub mod eval;
 pub mod funcs;
 pub mod load;

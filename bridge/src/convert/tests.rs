@@ -232,3 +232,109 @@ fn syntax_errors_name_file_line_and_column() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+fn fixture_targets() -> std::collections::BTreeMap<(bool, String), super::emit::Target> {
+    let text = include_str!("../../../codegen/testdata/schemas/fixture.json");
+    let doc: serde_json::Value = serde_json::from_str(text).expect("fixture schema is JSON");
+    let all = kraken_codegen::tfjson::parse_provider_schemas(&doc).expect("fixture schema parses");
+    let schema = all.into_values().next().expect("one provider");
+    ["fixture_object", "fixture_uuid"]
+        .into_iter()
+        .map(|t| {
+            let kind = kraken_codegen::names::kind_for("fixture", t);
+            let fields = crate::value::fields::FieldMap::for_resource(
+                t,
+                schema.resource(t).expect("the type"),
+            );
+            let target = super::emit::Target {
+                group: "fixture.tf.kraken.dev".into(),
+                kind,
+                fields,
+            };
+            ((false, t.to_owned()), target)
+        })
+        .collect()
+}
+
+#[test]
+fn instances_become_manifests_with_references_as_values_from() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("main.tf"),
+        r#"
+resource "fixture_uuid" "u" {
+  name = "seed"
+}
+resource "fixture_object" "web" {
+  count       = 2
+  name        = "web-${fixture_uuid.u.id}-${count.index}"
+  size        = count.index + 1
+  labels      = [fixture_uuid.u.id, "fixed"]
+  password    = "hunter2"
+  tags        = { Team = "a" }
+  nothing     = 1
+  description = upper(fixture_uuid.u.id)
+  lifecycle {
+    prevent_destroy = true
+  }
+}
+resource "fixture_object" "Web_0" {
+  name = "clash"
+}
+"#,
+    )?;
+    let ev = evaluate(&load(dir.path())?, &Inputs::default());
+    let opts = super::emit::EmitOptions {
+        namespace: "team".into(),
+        provider_config: "fixture".into(),
+    };
+    let out = super::emit::emit(&ev, &fixture_targets(), &opts);
+    let web1 = out
+        .manifests
+        .iter()
+        .find(|m| m.doc["metadata"]["name"] == "web-1")
+        .expect("web-1");
+    let spec = &web1.doc["spec"];
+    assert_eq!(web1.doc["kind"], "Object");
+    assert_eq!(spec["forProvider"]["size"], json!(2));
+    assert_eq!(spec["forProvider"]["tags"], json!({"Team": "a"}));
+    assert_eq!(spec["deletionPolicy"], "Orphan");
+    assert_eq!(
+        web1.doc["metadata"]["annotations"][super::emit::ADDRESS_ANNOTATION],
+        "fixture_object.web[1]"
+    );
+    let vf = spec["valuesFrom"].as_array().expect("valuesFrom");
+    assert!(
+        vf.contains(&json!({"path": "name",
+        "template": "web-${resource:Uuid.fixture.tf.kraken.dev/u:id}-1"})),
+        "{vf:?}"
+    );
+    assert!(vf.contains(&json!({"path": "labels.0", "resource": {
+        "apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Uuid", "name": "u", "path": "id"}})), "{vf:?}");
+    // The sensitive argument never reaches the manifest: a Secret reference, listed.
+    assert!(!web1.doc.to_string().contains("hunter2"));
+    assert_eq!(spec["forProvider"]["passwordSecretRef"]["key"], "password");
+    assert!(
+        out.secrets
+            .iter()
+            .any(|s| s.address == "fixture_object.web[1].passwordSecretRef")
+    );
+    // What cannot be expressed or does not exist is reported with where it is written.
+    let messages: Vec<String> = out.problems.iter().map(ToString::to_string).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("main.tf:13:3") && m.contains("upper(")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("no argument nothing")),
+        "{messages:?}"
+    );
+    // Web_0 sanitizes to web-0, which web[0] holds: it gets another name, reported.
+    assert!(
+        messages.iter().any(|m| m.contains("\"web-0\" is taken")),
+        "{messages:?}"
+    );
+    Ok(())
+}

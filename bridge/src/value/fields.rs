@@ -204,6 +204,37 @@ impl FieldMap {
         Ok((steps, sensitive))
     }
 
+    /// A configuration's argument values (keyed by Terraform names, as `kraken convert` reads
+    /// them) → `spec.forProvider`. Arguments the schema does not have are left out and named
+    /// in `unknown`; sensitive ones are left out and returned with the dotted Kubernetes path
+    /// of their `xSecretRef` field, since a manifest must not hold them.
+    pub fn args_to_spec(&self, args: &Map<String, Json>) -> ArgsToSpec {
+        let mut out = ArgsToSpec::default();
+        let spec = args_object(&self.spec, args, "", &mut out);
+        out.for_provider = spec;
+        out
+    }
+
+    /// The dotted Kubernetes path (as `valuesFrom` and StateDeclaration outputs take it) of
+    /// the Terraform attribute path `steps`: below `spec.forProvider` for an argument (a
+    /// sensitive one by its plain name) with `spec`, else below `status.atProvider`. `None`
+    /// when the schema has no such attribute.
+    pub fn field_path(&self, steps: &[PathStep], spec: bool) -> Option<String> {
+        let path = AttrPath {
+            steps: steps.to_vec(),
+        };
+        let level = if spec { &self.spec } else { &self.status };
+        let rendered = render(level, &path, spec).ok()?;
+        let parts: Vec<String> = rendered
+            .iter()
+            .map(|s| match s {
+                PathStep::Attr(a) | PathStep::Key(a) => a.clone(),
+                PathStep::Index(i) => i.to_string(),
+            })
+            .collect();
+        Some(parts.join("."))
+    }
+
     /// Every Secret reference in `spec.forProvider`, each once, in order of appearance, so
     /// the caller can fetch those Secrets before [`FieldMap::spec_to_tf`]. Fields the schema
     /// does not know are skipped here; `spec_to_tf` reports them.
@@ -413,6 +444,71 @@ fn refs_in_value(node: &Node, value: &Json, out: &mut Vec<SecretRef>) {
             members.values().for_each(|v| refs_in_value(item, v, out));
         }
         _ => {}
+    }
+}
+
+/// What [`FieldMap::args_to_spec`] made of a configuration's arguments.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArgsToSpec {
+    pub for_provider: Json,
+    /// Arguments the schema does not have, dotted Terraform paths.
+    pub unknown: Vec<String>,
+    /// Sensitive arguments: the dotted Kubernetes path of the `xSecretRef` field and the value.
+    pub sensitive: Vec<(String, Json)>,
+}
+
+fn args_object(level: &Level, members: &Map<String, Json>, at: &str, out: &mut ArgsToSpec) -> Json {
+    let mut obj = Map::new();
+    for (tf_name, value) in members {
+        let here = if at.is_empty() {
+            tf_name.clone()
+        } else {
+            format!("{at}.{tf_name}")
+        };
+        let Some(slot) = level.by_tf(tf_name) else {
+            out.unknown.push(here);
+            continue;
+        };
+        if value.is_null() {
+            continue;
+        }
+        let kube = if at.is_empty() {
+            slot.name.clone()
+        } else {
+            format!("{at}.{}", slot.name)
+        };
+        match &slot.node {
+            Node::Secret { .. } => out.sensitive.push((kube, value.clone())),
+            node => {
+                obj.insert(slot.name.clone(), args_value(node, value, &kube, out));
+            }
+        }
+    }
+    Json::Object(obj)
+}
+
+fn args_value(node: &Node, value: &Json, at: &str, out: &mut ArgsToSpec) -> Json {
+    match (node, value) {
+        (Node::Object(level), Json::Object(members)) => args_object(level, members, at, out),
+        // A single nested block is written as a one-element list in a configuration.
+        (Node::Object(level), Json::Array(items)) if items.len() == 1 => match &items[0] {
+            Json::Object(members) => args_object(level, members, at, out),
+            other => other.clone(),
+        },
+        (Node::List(item), Json::Array(items)) => Json::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| args_value(item, v, &format!("{at}.{i}"), out))
+                .collect(),
+        ),
+        (Node::Map(item), Json::Object(members)) => Json::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), args_value(item, v, &format!("{at}.{k}"), out)))
+                .collect(),
+        ),
+        _ => value.clone(),
     }
 }
 

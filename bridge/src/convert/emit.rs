@@ -1,0 +1,388 @@
+//! Evaluated instances → manifests: one managed resource (or data source kind) per instance,
+//! its known arguments in `spec.forProvider`, each reference to another object as a
+//! `valuesFrom` entry (a `resource:` reference, or a template around references), lifecycle
+//! meta-arguments mapped or reported, and the Terraform address kept in an annotation.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value as Json, json};
+
+use super::eval::{Part, Ref, Val};
+use super::module::{Evaluated, Instance, Problem};
+use crate::value::PathStep;
+use crate::value::fields::FieldMap;
+
+/// The annotation holding an object's full Terraform address.
+pub const ADDRESS_ANNOTATION: &str = "kraken.dev/terraform-address";
+/// The annotation listing `depends_on` addresses (ordering the hub does not need: references
+/// already order what they read).
+pub const DEPENDS_ON_ANNOTATION: &str = "kraken.dev/terraform-depends-on";
+
+/// What a Terraform type becomes.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub group: String,
+    pub kind: String,
+    pub fields: FieldMap,
+}
+
+/// How to write the manifests.
+#[derive(Debug, Clone)]
+pub struct EmitOptions {
+    pub namespace: String,
+    /// The ProviderConfig every object uses (an aliased provider `aws.west` uses `<name>-west`).
+    pub provider_config: String,
+}
+
+/// One manifest, with the file it goes in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub file: String,
+    pub doc: Json,
+}
+
+/// A Secret the user must create for a sensitive argument.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SecretNeeded {
+    pub name: String,
+    pub key: String,
+    /// The Terraform argument it stands for.
+    pub address: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Emitted {
+    pub manifests: Vec<Manifest>,
+    pub secrets: Vec<SecretNeeded>,
+    pub problems: Vec<Problem>,
+    /// Terraform address → Kubernetes object name.
+    pub names: BTreeMap<String, String>,
+}
+
+/// A Kubernetes name from Terraform's: lowercase letters, digits and `-`, at most 63.
+pub fn sanitize(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let trimmed: String = out.trim_matches('-').chars().take(63).collect();
+    let trimmed = trimmed.trim_end_matches('-').to_owned();
+    if trimmed.is_empty() {
+        "x".to_owned()
+    } else {
+        trimmed
+    }
+}
+
+/// The name an instance's object gets: `<name>`, `<name>-<index>` or `<name>-<key>`.
+fn base_name(inst: &Instance) -> String {
+    match &inst.key {
+        None => sanitize(&inst.name),
+        Some(Json::String(k)) => sanitize(&format!("{}-{k}", inst.name)),
+        Some(k) => sanitize(&format!("{}-{k}", inst.name)),
+    }
+}
+
+/// Assigns every instance a unique name per kind (a clash gets `-2`, `-3`, reported).
+fn names(
+    ev: &Evaluated,
+    targets: &BTreeMap<(bool, String), Target>,
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, String> {
+    let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut out = BTreeMap::new();
+    for inst in &ev.instances {
+        let kind = targets
+            .get(&(inst.data, inst.type_name.clone()))
+            .map(|t| format!("{}.{}", t.kind, t.group))
+            .unwrap_or_default();
+        let base = base_name(inst);
+        let mut name = base.clone();
+        let mut n = 2;
+        while !taken.insert((kind.clone(), name.clone())) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        if name != base {
+            problems.push(Problem {
+                at: inst.at.clone(),
+                subject: inst.address(),
+                message: format!(
+                    "the name {base:?} is taken by another instance of the kind; named {name:?}"
+                ),
+            });
+        }
+        out.insert(inst.address(), name);
+    }
+    out
+}
+
+/// Writes the manifests of every instance whose type has a target.
+pub fn emit(
+    ev: &Evaluated,
+    targets: &BTreeMap<(bool, String), Target>,
+    opts: &EmitOptions,
+) -> Emitted {
+    let mut out = Emitted::default();
+    out.problems.extend(ev.problems.iter().cloned());
+    out.names = names(ev, targets, &mut out.problems);
+    for inst in &ev.instances {
+        let Some(target) = targets.get(&(inst.data, inst.type_name.clone())) else {
+            out.problems.push(Problem {
+                at: inst.at.clone(),
+                subject: inst.address(),
+                message: format!(
+                    "the provider has no {} type {}",
+                    if inst.data { "data source" } else { "resource" },
+                    inst.type_name
+                ),
+            });
+            continue;
+        };
+        let doc = manifest(inst, target, targets, opts, &mut out);
+        let file = format!(
+            "{}.yaml",
+            sanitize(&format!(
+                "{}-{}",
+                if inst.data { "data" } else { "resource" },
+                inst.type_name
+            ))
+        );
+        out.manifests.push(Manifest { file, doc });
+    }
+    out.secrets.sort();
+    out
+}
+
+fn manifest(
+    inst: &Instance,
+    target: &Target,
+    targets: &BTreeMap<(bool, String), Target>,
+    opts: &EmitOptions,
+    out: &mut Emitted,
+) -> Json {
+    let address = inst.address();
+    let name = out
+        .names
+        .get(&address)
+        .cloned()
+        .unwrap_or_else(|| base_name(inst));
+    let mut known = Map::new();
+    let mut values_from = Vec::new();
+    let ctx = RefCtx {
+        targets,
+        names: &out.names,
+    };
+    for (arg, v) in &inst.args {
+        let at = inst.arg_at.get(arg).unwrap_or(&inst.at).clone();
+        let mut steps = vec![PathStep::Attr(arg.clone())];
+        match split(v, &mut steps, target, &ctx, &mut values_from) {
+            Ok(Some(j)) => {
+                known.insert(arg.clone(), j);
+            }
+            Ok(None) => {}
+            Err(message) => out.problems.push(Problem {
+                at,
+                subject: format!("{address}.{arg}"),
+                message,
+            }),
+        }
+    }
+    let converted = target.fields.args_to_spec(&known);
+    for u in &converted.unknown {
+        let at = inst
+            .arg_at
+            .get(u.split('.').next().unwrap_or_default())
+            .unwrap_or(&inst.at)
+            .clone();
+        out.problems.push(Problem {
+            at,
+            subject: address.clone(),
+            message: format!("{} has no argument {u}", inst.type_name),
+        });
+    }
+    let mut for_provider = converted.for_provider;
+    for (path, _) in &converted.sensitive {
+        let secret = sanitize(&format!("{name}-{}", inst.type_name));
+        let key = path
+            .trim_end_matches(kraken_codegen::names::SECRET_REF_SUFFIX)
+            .replace('.', "-");
+        let _ = crate::value::fields::set_json_path(
+            &mut for_provider,
+            path,
+            json!({"name": secret, "key": key}),
+        );
+        out.secrets.push(SecretNeeded {
+            name: secret,
+            key,
+            address: format!("{address}.{path}"),
+        });
+    }
+    let mut spec = json!({
+        "providerConfigRef": {"name": provider_config(inst, opts)},
+        "forProvider": for_provider,
+    });
+    if !values_from.is_empty() {
+        spec["valuesFrom"] = Json::Array(values_from);
+    }
+    lifecycle(inst, &mut spec, out);
+    let mut annotations = json!({ ADDRESS_ANNOTATION: address });
+    if !inst.depends_on.is_empty() {
+        annotations[DEPENDS_ON_ANNOTATION] = Json::String(inst.depends_on.join(","));
+    }
+    json!({
+        "apiVersion": format!("{}/v1alpha1", target.group),
+        "kind": target.kind,
+        "metadata": {"name": name, "namespace": opts.namespace, "annotations": annotations},
+        "spec": spec,
+    })
+}
+
+fn provider_config(inst: &Instance, opts: &EmitOptions) -> String {
+    match inst.provider.as_deref().and_then(|p| p.split_once('.')) {
+        Some((_, alias)) => sanitize(&format!("{}-{alias}", opts.provider_config)),
+        None => opts.provider_config.clone(),
+    }
+}
+
+/// `lifecycle`: `prevent_destroy` → `deletionPolicy: Orphan`; the rest is reported until the
+/// controller honours it.
+fn lifecycle(inst: &Instance, spec: &mut Json, out: &mut Emitted) {
+    for (k, v) in &inst.lifecycle {
+        match (k.as_str(), v.known()) {
+            ("prevent_destroy", Some(Json::Bool(true))) => spec["deletionPolicy"] = json!("Orphan"),
+            ("prevent_destroy", Some(Json::Bool(false)))
+            | ("create_before_destroy", Some(Json::Bool(false))) => {}
+            (other, _) => out.problems.push(Problem {
+                at: inst.at.clone(),
+                subject: inst.address(),
+                message: format!("lifecycle {other} is not converted yet"),
+            }),
+        }
+    }
+}
+
+struct RefCtx<'a> {
+    targets: &'a BTreeMap<(bool, String), Target>,
+    names: &'a BTreeMap<String, String>,
+}
+
+/// Splits a value into what is known (returned) and `valuesFrom` entries for its references
+/// (pushed); an opaque part is an error naming it.
+fn split(
+    v: &Val,
+    steps: &mut Vec<PathStep>,
+    target: &Target,
+    ctx: &RefCtx<'_>,
+    values_from: &mut Vec<Json>,
+) -> Result<Option<Json>, String> {
+    match v {
+        Val::Known(j) => Ok(Some(j.clone())),
+        Val::Ref(r) => {
+            let path = consumer_path(steps, target)?;
+            let (api_version, kind, name, out) = producer(r, ctx)?;
+            values_from.push(json!({"path": path, "resource": {"apiVersion": api_version, "kind": kind, "name": name, "path": out}}));
+            Ok(None)
+        }
+        Val::Template(parts) => {
+            let path = consumer_path(steps, target)?;
+            let mut text = String::new();
+            for p in parts {
+                match p {
+                    Part::Text(t) => text.push_str(&t.replace("${", "$${")),
+                    Part::Ref(r) => {
+                        let (api_version, kind, name, out) = producer(r, ctx)?;
+                        let group = api_version.split('/').next().unwrap_or_default();
+                        text.push_str(&format!("${{resource:{kind}.{group}/{name}:{out}}}"));
+                    }
+                }
+            }
+            values_from.push(json!({"path": path, "template": text}));
+            Ok(None)
+        }
+        Val::List(items) => {
+            let mut known = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                steps.push(PathStep::Index(i as i64));
+                let r = split(item, steps, target, ctx, values_from);
+                steps.pop();
+                known.push(r?.unwrap_or(Json::Null));
+            }
+            Ok(Some(Json::Array(known)))
+        }
+        Val::Object(items) => {
+            let mut known = Map::new();
+            for (k, item) in items {
+                steps.push(PathStep::Attr(k.clone()));
+                let r = split(item, steps, target, ctx, values_from);
+                steps.pop();
+                if let Some(j) = r? {
+                    known.insert(k.clone(), j);
+                }
+            }
+            Ok(Some(Json::Object(known)))
+        }
+        Val::Opaque { expr, refs } => Err(format!(
+            "{expr} is computed from {}; a manifest cannot express it: set it by hand or as a template",
+            if refs.is_empty() {
+                "values not known".to_owned()
+            } else {
+                refs.iter().map(Ref::address).collect::<Vec<_>>().join(", ")
+            }
+        )),
+    }
+}
+
+fn consumer_path(steps: &[PathStep], target: &Target) -> Result<String, String> {
+    target.fields.field_path(steps, true).ok_or_else(|| {
+        format!(
+            "{} is not an argument of the kind {}",
+            render(steps),
+            target.kind
+        )
+    })
+}
+
+fn render(steps: &[PathStep]) -> String {
+    crate::value::AttrPath {
+        steps: steps.to_vec(),
+    }
+    .to_string()
+}
+
+/// (apiVersion, kind, object name, output path) of what a reference reads.
+fn producer(r: &Ref, ctx: &RefCtx<'_>) -> Result<(String, String, String, String), String> {
+    let address = r.address();
+    let target = ctx
+        .targets
+        .get(&(r.data, r.type_name.clone()))
+        .ok_or_else(|| format!("{address} is of a type the provider does not have"))?;
+    let name = ctx
+        .names
+        .get(&address)
+        .ok_or_else(|| format!("{address} is not converted (no such instance)"))?;
+    let steps: Vec<PathStep> = r
+        .path
+        .iter()
+        .map(|p| match p {
+            Json::String(s) => PathStep::Attr(s.clone()),
+            Json::Number(n) => PathStep::Index(n.as_i64().unwrap_or_default()),
+            other => PathStep::Attr(other.to_string()),
+        })
+        .collect();
+    let out = target
+        .fields
+        .field_path(&steps, false)
+        .ok_or_else(|| format!("{address} has no attribute {}", render(&steps)))?;
+    Ok((
+        format!("{}/v1alpha1", target.group),
+        target.kind.clone(),
+        name.clone(),
+        out,
+    ))
+}

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod activate;
 mod codegen;
+mod convert;
 mod fetch;
 pub mod kubectl;
 mod operator;
@@ -49,6 +50,9 @@ pub enum Command {
     /// The kubectl plugin's commands (show-plan, approve, get), as `kubectl kraken` runs them.
     #[command(long_about = kubectl::KUBECTL_ABOUT)]
     Kubectl(kubectl::KubectlArgs),
+    /// Convert a Terraform configuration into Kubernetes manifests.
+    #[command(long_about = convert::CONVERT_ABOUT)]
+    Convert(convert::ConvertArgs),
     /// Show what applying manifests would do (like terraform plan), applying nothing.
     #[command(long_about = plan::PLAN_ABOUT)]
     Plan(plan::PlanArgs),
@@ -150,6 +154,7 @@ impl Cli {
             Command::Activate(args) => activate::run(args).await,
             Command::Kubectl(args) => return kubectl::run(args).await,
             Command::Plan(args) => return plan::run(args).await,
+            Command::Convert(args) => convert::run(args).await,
         };
         done.map(|()| std::process::ExitCode::SUCCESS)
     }

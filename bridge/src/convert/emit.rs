@@ -26,12 +26,16 @@ pub struct Target {
     pub fields: FieldMap,
 }
 
+/// What an opaque value's report says (it does not block the conversion).
+const CANNOT_EXPRESS: &str = "a manifest cannot express it";
+
 /// How to write the manifests.
 #[derive(Debug, Clone)]
 pub struct EmitOptions {
     pub namespace: String,
-    /// The ProviderConfig every object uses (an aliased provider `aws.west` uses `<name>-west`).
-    pub provider_config: String,
+    /// The ProviderConfig every object uses; `None`: the provider's local name (`aws`). An
+    /// aliased provider (`provider = aws.west`) uses `<that>-west`.
+    pub provider_config: Option<String>,
 }
 
 /// One manifest, with the file it goes in.
@@ -115,6 +119,7 @@ fn names(
                 message: format!(
                     "the name {base:?} is taken by another instance of the kind; named {name:?}"
                 ),
+                blocking: false,
             });
         }
         out.insert(inst.address(), name);
@@ -141,6 +146,7 @@ pub fn emit(
                     if inst.data { "data source" } else { "resource" },
                     inst.type_name
                 ),
+                blocking: true,
             });
             continue;
         };
@@ -181,14 +187,19 @@ fn manifest(
     for (arg, v) in &inst.args {
         let at = inst.arg_at.get(arg).unwrap_or(&inst.at).clone();
         let mut steps = vec![PathStep::Attr(arg.clone())];
-        match split(v, &mut steps, target, &ctx, &mut values_from) {
-            Ok(Some(j)) => {
-                known.insert(arg.clone(), j);
-            }
-            Ok(None) => {}
+        if let Some(j) = v.known() {
+            known.insert(arg.clone(), j.clone());
+            continue;
+        }
+        // An argument is given once: all of it through valuesFrom (a forProvider value and a
+        // valuesFrom entry below it would be refused at admission).
+        let mut entries = Vec::new();
+        match spread(v, &mut steps, target, &ctx, &mut entries) {
+            Ok(()) => values_from.extend(entries),
             Err(message) => out.problems.push(Problem {
                 at,
                 subject: format!("{address}.{arg}"),
+                blocking: !message.contains(CANNOT_EXPRESS),
                 message,
             }),
         }
@@ -204,6 +215,7 @@ fn manifest(
             at,
             subject: address.clone(),
             message: format!("{} has no argument {u}", inst.type_name),
+            blocking: true,
         });
     }
     let mut for_provider = converted.for_provider;
@@ -244,9 +256,22 @@ fn manifest(
 }
 
 fn provider_config(inst: &Instance, opts: &EmitOptions) -> String {
+    let base = opts
+        .provider_config
+        .clone()
+        .unwrap_or_else(|| local_provider(&inst.type_name, inst.provider.as_deref()));
     match inst.provider.as_deref().and_then(|p| p.split_once('.')) {
-        Some((_, alias)) => sanitize(&format!("{}-{alias}", opts.provider_config)),
-        None => opts.provider_config.clone(),
+        Some((_, alias)) => sanitize(&format!("{base}-{alias}")),
+        None => base,
+    }
+}
+
+/// The local name of the provider of a resource type (`aws_vpc` → `aws`) or of a `provider`
+/// meta-argument (`aws.west` → `aws`).
+pub fn local_provider(type_name: &str, meta: Option<&str>) -> String {
+    match meta {
+        Some(m) => m.split('.').next().unwrap_or(m).to_owned(),
+        None => type_name.split('_').next().unwrap_or(type_name).to_owned(),
     }
 }
 
@@ -262,6 +287,7 @@ fn lifecycle(inst: &Instance, spec: &mut Json, out: &mut Emitted) {
                 at: inst.at.clone(),
                 subject: inst.address(),
                 message: format!("lifecycle {other} is not converted yet"),
+                blocking: false,
             }),
         }
     }
@@ -272,22 +298,59 @@ struct RefCtx<'a> {
     names: &'a BTreeMap<String, String>,
 }
 
-/// Splits a value into what is known (returned) and `valuesFrom` entries for its references
-/// (pushed); an opaque part is an error naming it.
-fn split(
+/// A value not wholly known as `valuesFrom` entries, one per leaf: a reference as a
+/// `resource:` source, text around references as a template, a known scalar as a literal
+/// template (the hub converts it to the argument's type). An opaque part is an error naming it.
+fn spread(
     v: &Val,
     steps: &mut Vec<PathStep>,
     target: &Target,
     ctx: &RefCtx<'_>,
-    values_from: &mut Vec<Json>,
-) -> Result<Option<Json>, String> {
+    entries: &mut Vec<Json>,
+) -> Result<(), String> {
+    let each = |steps: &mut Vec<PathStep>, step: PathStep, item: &Val, entries: &mut Vec<Json>| {
+        steps.push(step);
+        let r = spread(item, steps, target, ctx, entries);
+        steps.pop();
+        r
+    };
     match v {
-        Val::Known(j) => Ok(Some(j.clone())),
+        Val::Known(Json::Null) => Ok(()),
+        Val::Known(Json::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                each(
+                    steps,
+                    PathStep::Index(i as i64),
+                    &Val::Known(item.clone()),
+                    entries,
+                )?;
+            }
+            Ok(())
+        }
+        Val::Known(Json::Object(items)) => {
+            for (k, item) in items {
+                each(
+                    steps,
+                    PathStep::Attr(k.clone()),
+                    &Val::Known(item.clone()),
+                    entries,
+                )?;
+            }
+            Ok(())
+        }
+        Val::Known(scalar) => {
+            let text = match scalar {
+                Json::String(t) => t.replace("${", "$${"),
+                other => other.to_string(),
+            };
+            entries.push(json!({"path": consumer_path(steps, target)?, "template": text}));
+            Ok(())
+        }
         Val::Ref(r) => {
             let path = consumer_path(steps, target)?;
             let (api_version, kind, name, out) = producer(r, ctx)?;
-            values_from.push(json!({"path": path, "resource": {"apiVersion": api_version, "kind": kind, "name": name, "path": out}}));
-            Ok(None)
+            entries.push(json!({"path": path, "resource": {"apiVersion": api_version, "kind": kind, "name": name, "path": out}}));
+            Ok(())
         }
         Val::Template(parts) => {
             let path = consumer_path(steps, target)?;
@@ -302,33 +365,23 @@ fn split(
                     }
                 }
             }
-            values_from.push(json!({"path": path, "template": text}));
-            Ok(None)
+            entries.push(json!({"path": path, "template": text}));
+            Ok(())
         }
         Val::List(items) => {
-            let mut known = Vec::new();
             for (i, item) in items.iter().enumerate() {
-                steps.push(PathStep::Index(i as i64));
-                let r = split(item, steps, target, ctx, values_from);
-                steps.pop();
-                known.push(r?.unwrap_or(Json::Null));
+                each(steps, PathStep::Index(i as i64), item, entries)?;
             }
-            Ok(Some(Json::Array(known)))
+            Ok(())
         }
         Val::Object(items) => {
-            let mut known = Map::new();
             for (k, item) in items {
-                steps.push(PathStep::Attr(k.clone()));
-                let r = split(item, steps, target, ctx, values_from);
-                steps.pop();
-                if let Some(j) = r? {
-                    known.insert(k.clone(), j);
-                }
+                each(steps, PathStep::Attr(k.clone()), item, entries)?;
             }
-            Ok(Some(Json::Object(known)))
+            Ok(())
         }
         Val::Opaque { expr, refs } => Err(format!(
-            "{expr} is computed from {}; a manifest cannot express it: set it by hand or as a template",
+            "{expr} is computed from {}; {CANNOT_EXPRESS}: set it by hand or as a template",
             if refs.is_empty() {
                 "values not known".to_owned()
             } else {

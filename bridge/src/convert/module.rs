@@ -35,6 +35,9 @@ pub struct Problem {
     /// The Terraform address or name concerned (`aws_vpc.main[0]`, `var.cidr`).
     pub subject: String,
     pub message: String,
+    /// Stops the conversion (nothing is written unless `--partial`); else the object is
+    /// written without what is reported.
+    pub blocking: bool,
 }
 
 impl std::fmt::Display for Problem {
@@ -127,13 +130,11 @@ pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
                 Ok(v) => {
                     out.outputs.insert(name, (v, at.clone()));
                 }
-                Err(e) => out
-                    .problems
-                    .push(problem(at, &format!("output.{name}"), e.0)),
+                Err(e) => out.problems.push(note(at, &format!("output.{name}"), e.0)),
             },
             None => out
                 .problems
-                .push(problem(&b.at, &format!("output.{name}"), "no value".into())),
+                .push(note(&b.at, &format!("output.{name}"), "no value".into())),
         }
     }
     out
@@ -144,6 +145,15 @@ fn problem(at: &Location, subject: &str, message: String) -> Problem {
         at: at.clone(),
         subject: subject.to_owned(),
         message,
+        blocking: true,
+    }
+}
+
+/// A problem that does not stop the conversion.
+fn note(at: &Location, subject: &str, message: String) -> Problem {
+    Problem {
+        blocking: false,
+        ..problem(at, subject, message)
     }
 }
 
@@ -297,6 +307,7 @@ fn tfvars(path: &Path) -> Result<Vec<(String, Json, Location)>, Problem> {
         },
         subject: "variables file".into(),
         message: e.to_string(),
+        blocking: true,
     })?;
     let mut out = Vec::new();
     for (name, e, at) in module.attributes {
@@ -545,7 +556,7 @@ fn body_args(
                     }
                 }
                 for inner in &b.body.blocks {
-                    problems.push(problem(
+                    problems.push(note(
                         &inner.at,
                         address,
                         format!("lifecycle block {} is not converted", inner.kind),
@@ -553,7 +564,7 @@ fn body_args(
                 }
             }
             "provisioner" | "connection" => {
-                problems.push(problem(
+                problems.push(note(
                     &b.at,
                     address,
                     format!(

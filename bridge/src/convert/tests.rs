@@ -286,7 +286,7 @@ resource "fixture_object" "Web_0" {
     let ev = evaluate(&load(dir.path())?, &Inputs::default());
     let opts = super::emit::EmitOptions {
         namespace: "team".into(),
-        provider_config: "fixture".into(),
+        provider_config: None,
     };
     let out = super::emit::emit(&ev, &fixture_targets(), &opts);
     let web1 = out

@@ -1,0 +1,383 @@
+//! `kraken convert`: a Terraform root module → Kubernetes manifests (see [`crate::convert`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use serde_json::{Value as Json, json};
+
+use crate::convert::emit::{EmitOptions, Emitted, Target, emit, local_provider, sanitize};
+use crate::convert::load::{Block, load};
+use crate::convert::module::{Evaluated, Given, Inputs, Problem, evaluate};
+use crate::provider::resolve::Resolver;
+use crate::value::fields::FieldMap;
+
+pub const CONVERT_ABOUT: &str = "Convert a Terraform configuration into Kubernetes manifests.
+
+DIR is a Terraform root module: every *.tf and *.tf.json file in it. Variables take their values
+as Terraform gives them (defaults, TF_VAR_*, terraform.tfvars, *.auto.tfvars, then --var-file and
+--var); validation blocks are checked; locals, functions, count and for_each are evaluated, each
+instance becoming one object named <name>, <name>-<index> or <name>-<key>. An argument that reads
+another object's attribute becomes a valuesFrom reference (text around references, a template),
+so values keep flowing after migration. Sensitive arguments are never written: they become Secret
+references, and the Secrets to create are listed.
+
+Provider binaries are found in DIR/.terraform/providers (after terraform init) and --plugin-dir
+mirrors; their schemas name the kinds and check every argument.
+
+--out receives providers.yaml (a Provider and a ProviderConfig per provider block), one file per
+resource or data source type, and README.md: what was converted, what was not and why, with
+file:line. Same input, same bytes. Nothing is written when something blocks conversion (a syntax
+error, an unknown type or argument, a variable without a value) unless --partial.
+
+    kraken convert ./infra --var-file prod.tfvars --namespace team-a --out ./manifests
+    kubectl apply -f ./manifests";
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The Terraform root module.
+    pub dir: PathBuf,
+    /// A variables file (.tfvars or .tfvars.json). Repeatable; applied before --var.
+    #[arg(long = "var-file", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
+    /// A variable value, NAME=VALUE (an HCL expression unless the variable is a string).
+    /// Repeatable.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// The namespace of the managed resources and ProviderConfigs.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Where to write the manifests (created if missing).
+    #[arg(long, default_value = "kraken-manifests", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Terraform filesystem mirrors to find provider binaries in. Repeatable.
+    #[arg(
+        long = "plugin-dir",
+        value_name = "DIR",
+        env = "KRAKEN_PLUGIN_DIR",
+        value_delimiter = ':'
+    )]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Write what could be converted even when something blocks the rest.
+    #[arg(long)]
+    pub partial: bool,
+}
+
+/// One provider the module uses: its local name, source address and what resolved it.
+struct ProviderUse {
+    local: String,
+    source: String,
+    version: String,
+    binary: PathBuf,
+}
+
+pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
+    let module = load(&args.dir)?;
+    let mut given: Vec<Given> = args.var_files.iter().cloned().map(Given::File).collect();
+    for v in &args.vars {
+        let Some((k, val)) = v.split_once('=') else {
+            bail!("--var {v:?}: expected NAME=VALUE");
+        };
+        given.push(Given::Var(k.trim().to_owned(), val.to_owned()));
+    }
+    let inputs = Inputs {
+        env: std::env::vars()
+            .filter(|(k, _)| k.starts_with("TF_VAR_"))
+            .collect(),
+        given,
+    };
+    let ev = evaluate(&module, &inputs);
+    let providers = resolve_providers(&module, &ev, &args)?;
+    let mut targets = BTreeMap::new();
+    let mut docs = Vec::new();
+    for p in &providers {
+        let (t, provider_docs) = provider_kinds(p, &module, &ev, &args).await?;
+        targets.extend(t);
+        docs.extend(provider_docs);
+    }
+    let opts = EmitOptions {
+        namespace: args.namespace.clone(),
+        provider_config: None,
+    };
+    let emitted = emit(&ev, &targets, &opts);
+    let blocking: Vec<&Problem> = emitted.problems.iter().filter(|p| blocks(p)).collect();
+    if !blocking.is_empty() && !args.partial {
+        for p in &blocking {
+            eprintln!("error: {p}");
+        }
+        bail!(
+            "{} problem(s) block the conversion; nothing was written (--partial writes the rest)",
+            blocking.len()
+        );
+    }
+    write(&args.out, &docs, &emitted, &ev)?;
+    for p in &emitted.problems {
+        eprintln!("{}: {p}", if blocks(p) { "error" } else { "not converted" });
+    }
+    println!(
+        "converted {} of {} instances into {} (see {}/README.md)",
+        emitted.manifests.len(),
+        ev.instances.len(),
+        args.out.display(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Whether a problem stops conversion.
+fn blocks(p: &Problem) -> bool {
+    p.blocking
+}
+
+/// `terraform { required_providers { x = { source, version } } }`, by local name.
+fn required_providers(
+    module: &crate::convert::load::Module,
+) -> BTreeMap<String, (String, Option<String>)> {
+    let mut out = BTreeMap::new();
+    let scope = crate::convert::eval::Scope::default();
+    for t in module.of_kind("terraform") {
+        for rp in t.body.blocks_of("required_providers") {
+            for (name, e, _) in &rp.body.attributes {
+                let v = crate::convert::eval::eval(e, &scope).ok();
+                let j = v.as_ref().and_then(|v| v.known());
+                let source = j
+                    .and_then(|j| j["source"].as_str())
+                    .map_or_else(|| format!("hashicorp/{name}"), str::to_owned);
+                let version = j.and_then(|j| j["version"].as_str()).map(str::to_owned);
+                out.insert(name.clone(), (source, version));
+            }
+        }
+    }
+    out
+}
+
+fn resolve_providers(
+    module: &crate::convert::load::Module,
+    ev: &Evaluated,
+    args: &ConvertArgs,
+) -> anyhow::Result<Vec<ProviderUse>> {
+    let required = required_providers(module);
+    let used: BTreeSet<String> = ev
+        .instances
+        .iter()
+        .map(|i| local_provider(&i.type_name, i.provider.as_deref()))
+        .collect();
+    let mut dirs = vec![args.dir.join(".terraform").join("providers")];
+    dirs.extend(args.plugin_dirs.iter().cloned());
+    let resolver = Resolver::new(dirs);
+    let mut out = Vec::new();
+    for local in used {
+        let (source, version) = required
+            .get(&local)
+            .cloned()
+            .unwrap_or_else(|| (format!("hashicorp/{local}"), None));
+        let resolved = resolver.resolve(&source, version.as_deref()).with_context(|| {
+            format!("provider {local:?} ({source}): run terraform init in the module, or give --plugin-dir")
+        })?;
+        out.push(ProviderUse {
+            local,
+            source: resolved.address,
+            version: resolved.version,
+            binary: resolved.binary,
+        });
+    }
+    Ok(out)
+}
+
+/// The kinds of the types `p` serves in this module (from its schema), and its Provider and
+/// ProviderConfig manifests.
+async fn provider_kinds(
+    p: &ProviderUse,
+    module: &crate::convert::load::Module,
+    ev: &Evaluated,
+    args: &ConvertArgs,
+) -> anyhow::Result<(BTreeMap<(bool, String), Target>, Vec<Json>)> {
+    let schema = super::schema::read_binary_schema(&p.binary, &p.source, true).await?;
+    let mine = |data: bool| -> Vec<String> {
+        let set: BTreeSet<String> = ev
+            .instances
+            .iter()
+            .filter(|i| {
+                i.data == data && local_provider(&i.type_name, i.provider.as_deref()) == p.local
+            })
+            .map(|i| i.type_name.clone())
+            .collect();
+        set.into_iter().collect()
+    };
+    let (resources, data_sources) = (mine(false), mine(true));
+    let known = |t: &String, data: bool| {
+        if data {
+            schema.data_sources.contains_key(t)
+        } else {
+            schema.resources.contains_key(t)
+        }
+    };
+    let opts = kraken_codegen::Options {
+        resources: resources
+            .iter()
+            .filter(|t| known(t, false))
+            .cloned()
+            .collect(),
+        data_sources: true,
+        data_source_types: Some(
+            data_sources
+                .iter()
+                .filter(|t| known(t, true))
+                .cloned()
+                .collect(),
+        ),
+        data_sources_only: resources.is_empty(),
+        ..Default::default()
+    };
+    let generated = kraken_codegen::generate(&p.source, &schema, &opts)?;
+    let mut targets = BTreeMap::new();
+    for crd in &generated.crds {
+        let type_schema = if crd.data_source {
+            schema.data_sources.get(&crd.type_name)
+        } else {
+            schema.resources.get(&crd.type_name)
+        };
+        let Some(s) = type_schema else { continue };
+        let target = Target {
+            group: crd.group.clone(),
+            kind: crd.kind.clone(),
+            fields: FieldMap::for_resource(&crd.type_name, s),
+        };
+        targets.insert((crd.data_source, crd.type_name.clone()), target);
+    }
+    let docs = provider_docs(p, &schema, module, args, (&resources, &data_sources));
+    Ok((targets, docs))
+}
+
+/// The Provider and a ProviderConfig per provider block (aliases apart).
+fn provider_docs(
+    p: &ProviderUse,
+    schema: &kraken_codegen::schema::ProviderSchema,
+    module: &crate::convert::load::Module,
+    args: &ConvertArgs,
+    (resources, data_sources): (&[String], &[String]),
+) -> Vec<Json> {
+    let mut docs = vec![json!({
+        "apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
+        "metadata": {"name": p.local},
+        "spec": {"source": p.source, "version": format!("= {}", p.version),
+                 "resources": resources, "dataSources": data_sources},
+    })];
+    let blocks: Vec<&Block> = module
+        .of_kind("provider")
+        .filter(|b| b.labels.first() == Some(&p.local))
+        .collect();
+    let fields = FieldMap::for_provider_config(&schema.provider);
+    let scope = crate::convert::eval::Scope {
+        module_dir: args.dir.display().to_string(),
+        ..Default::default()
+    };
+    let mut configs: Vec<(String, Json, Vec<Json>)> = Vec::new();
+    for b in &blocks {
+        let alias = b
+            .body
+            .attribute("alias")
+            .and_then(|(e, _)| crate::convert::eval::eval(e, &scope).ok())
+            .and_then(|v| v.known().and_then(Json::as_str).map(str::to_owned));
+        let name = match &alias {
+            Some(a) => sanitize(&format!("{}-{a}", p.local)),
+            None => p.local.clone(),
+        };
+        let mut args_json = serde_json::Map::new();
+        for (k, e, _) in &b.body.attributes {
+            if k == "alias" {
+                continue;
+            }
+            if let Ok(v) = crate::convert::eval::eval(e, &scope) {
+                if let Some(j) = v.known() {
+                    args_json.insert(k.clone(), j.clone());
+                }
+            }
+        }
+        let converted = fields.args_to_spec(&args_json);
+        let secret = format!("{name}-provider");
+        let config_from: Vec<Json> = converted
+            .sensitive
+            .iter()
+            .map(|(path, _)| {
+                let plain = path.trim_end_matches(kraken_codegen::names::SECRET_REF_SUFFIX);
+                json!({"path": plain, "secretKeyRef": {"name": secret, "key": plain}})
+            })
+            .collect();
+        configs.push((name, converted.for_provider, config_from));
+    }
+    if configs.is_empty() {
+        configs.push((p.local.clone(), json!({}), Vec::new()));
+    }
+    for (name, config, config_from) in configs {
+        let mut spec = json!({"providerRef": {"name": p.local}, "config": config});
+        if !config_from.is_empty() {
+            spec["configFrom"] = Json::Array(config_from);
+        }
+        docs.push(json!({
+            "apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
+            "metadata": {"name": name, "namespace": args.namespace}, "spec": spec,
+        }));
+    }
+    docs
+}
+
+/// Writes the files: providers.yaml, one file per type, README.md.
+fn write(out: &Path, providers: &[Json], emitted: &Emitted, ev: &Evaluated) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut files: BTreeMap<String, Vec<&Json>> = BTreeMap::new();
+    files
+        .entry("providers.yaml".into())
+        .or_default()
+        .extend(providers);
+    for m in &emitted.manifests {
+        files.entry(m.file.clone()).or_default().push(&m.doc);
+    }
+    for (name, docs) in &files {
+        let text: Vec<String> = docs
+            .iter()
+            .map(|d| kraken_codegen::yaml::to_yaml(d))
+            .collect();
+        let path = out.join(name);
+        std::fs::write(&path, text.join("---\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    std::fs::write(out.join("README.md"), summary(emitted, ev))?;
+    Ok(())
+}
+
+fn summary(emitted: &Emitted, ev: &Evaluated) -> String {
+    let mut s = String::from("# Converted by kraken convert\n\n");
+    s.push_str(&format!(
+        "{} of {} resource and data source instances became manifests.\n\n",
+        emitted.manifests.len(),
+        ev.instances.len()
+    ));
+    s.push_str("| Terraform address | object |\n|---|---|\n");
+    for (address, name) in &emitted.names {
+        s.push_str(&format!("| `{address}` | `{name}` |\n"));
+    }
+    if !emitted.secrets.is_empty() {
+        s.push_str("\n## Secrets to create\n\nSensitive arguments are not written into manifests. Create:\n\n");
+        for sec in &emitted.secrets {
+            s.push_str(&format!(
+                "- Secret `{}`, key `{}` (for `{}`)\n",
+                sec.name, sec.key, sec.address
+            ));
+        }
+    }
+    if !emitted.problems.is_empty() {
+        s.push_str("\n## Not converted\n\n");
+        for p in &emitted.problems {
+            s.push_str(&format!("- {p}\n"));
+        }
+    }
+    if !ev.outputs.is_empty() {
+        s.push_str("\n## Outputs\n\nOutputs are not converted yet (ConfigExports to come):\n\n");
+        for name in ev.outputs.keys() {
+            s.push_str(&format!("- `{name}`\n"));
+        }
+    }
+    s
+}

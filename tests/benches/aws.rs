@@ -10,7 +10,8 @@
 //! - one change among the 300 (a queue's visibility timeout): Kraken from the patch to the
 //!   object reconciled at its new generation, vs Terraform's `apply`, which refreshes all 300
 //!   first; moto's own latency for one request beside them;
-//! - delete all vs `terraform destroy`;
+//! - with `KRAKEN_BENCH_AWS_DELETE=1`, delete all vs `terraform destroy` (long: the
+//!   provider waits about a minute on each queue it deletes, for either tool);
 //! - peak and settled RSS of the operator and of the AWS provider process under it, and of
 //!   Terraform with its provider; the operator's API writes per resource.
 //!
@@ -226,7 +227,8 @@ struct KrakenRun {
     ready: Vec<Duration>,
     /// Per target: the samples.
     changes: Vec<(Target, Vec<Duration>)>,
-    deleted: Duration,
+    /// With `KRAKEN_BENCH_AWS_DELETE=1`.
+    deleted: Option<Duration>,
     writes_per_create: f64,
     writes_per_change: f64,
     /// (peak, settled) per group: operator, providers.
@@ -255,6 +257,15 @@ fn pass(
     let result = (|| {
         let (mut run, moto_ms) = kraken_measure(&ab, concurrency, n, changes)?;
         run.build = build.label.clone();
+        eprintln!(
+            "kraken {} maxConcurrency {concurrency}: {} Ready in {:.1} s, changes p50 {}, memory (peak, after) operator {:?} provider {:?}",
+            build.label,
+            run.ready.len(),
+            secs(run.ready.iter().max().unwrap_or(&Duration::ZERO)),
+            p50s(&run.changes),
+            run.memory.first(),
+            run.memory.get(1)
+        );
         let tf = match terraform {
             Some((changes, parallelism)) => {
                 ab.moto.reset()?;
@@ -328,28 +339,11 @@ fn kraken_measure(
     std::thread::sleep(Duration::from_secs(5));
     let memory = sampler.finish();
     let moto_ms = moto_latency(ab)?;
-    let start = Instant::now();
-    let kinds: Vec<String> = KINDS.iter().map(|k| k.resource()).collect();
-    ab.bed.cp.kubectl(&[
-        "delete",
-        &kinds.join(","),
-        "--all",
-        "-n",
-        &ns,
-        "--wait=false",
-    ])?;
-    wait_for(Duration::from_secs(900), "every AWS object deleted", || {
-        let left = ab
-            .bed
-            .cp
-            .kubectl(&["get", &kinds.join(","), "-n", &ns, "-o", "name"])?;
-        if left.trim().is_empty() {
-            Ok(Some(()))
-        } else {
-            bail!("{} left", left.lines().count())
-        }
-    })?;
-    let deleted = start.elapsed();
+    let deleted = if deletes() {
+        Some(delete_all(ab, &ns)?)
+    } else {
+        None
+    };
     let run = KrakenRun {
         build: String::new(),
         concurrency,
@@ -362,6 +356,37 @@ fn kraken_measure(
         operator_idle,
     };
     Ok((run, moto_ms))
+}
+
+/// `KRAKEN_BENCH_AWS_DELETE=1`: also time deleting everything (the provider's delete waiters
+/// make it long: about a minute per SQS queue, ten at a time, for either tool).
+fn deletes() -> bool {
+    std::env::var("KRAKEN_BENCH_AWS_DELETE").is_ok_and(|v| v == "1")
+}
+
+fn delete_all(ab: &AwsBed, ns: &str) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let kinds: Vec<String> = KINDS.iter().map(|k| k.resource()).collect();
+    ab.bed.cp.kubectl(&[
+        "delete",
+        &kinds.join(","),
+        "--all",
+        "-n",
+        ns,
+        "--wait=false",
+    ])?;
+    wait_for(Duration::from_secs(900), "every AWS object deleted", || {
+        let left = ab
+            .bed
+            .cp
+            .kubectl(&["get", &kinds.join(","), "-n", ns, "-o", "name"])?;
+        if left.trim().is_empty() {
+            Ok(Some(()))
+        } else {
+            bail!("{} left", left.lines().count())
+        }
+    })?;
+    Ok(start.elapsed())
 }
 
 fn queue_url(ab: &AwsBed, name: &str) -> anyhow::Result<String> {
@@ -496,7 +521,8 @@ resource "aws_sns_topic" "t" {{
 struct TerraformRun {
     apply: Duration,
     changes: Vec<(Target, Vec<Duration>)>,
-    destroy: Duration,
+    /// With `KRAKEN_BENCH_AWS_DELETE=1`.
+    destroy: Option<Duration>,
     /// (peak, settled) of terraform and its provider process.
     memory: (u64, u64),
 }
@@ -546,15 +572,18 @@ fn terraform_pass(
         samples.push((target, times));
     }
     let memory = sampler.finish().first().copied().unwrap_or_default();
-    let start = Instant::now();
-    terraform(
-        dir.path(),
-        &["destroy", "-auto-approve", "-input=false", "-no-color", &p],
-    )?;
+    let destroy = if deletes() {
+        let start = Instant::now();
+        let args = ["destroy", "-auto-approve", "-input=false", "-no-color", &p];
+        terraform(dir.path(), &args)?;
+        Some(start.elapsed())
+    } else {
+        None
+    };
     Ok(TerraformRun {
         apply: applied,
         changes: samples,
-        destroy: start.elapsed(),
+        destroy,
         memory,
     })
 }
@@ -590,19 +619,19 @@ fn main() -> anyhow::Result<()> {
         let with_tf = (i == 0).then_some((tf_changes, parallelism));
         let (run, ms, t) = pass(build, *c, n, changes, with_tf)?;
         eprintln!(
-            "kraken {build} maxConcurrency {c}: {} Ready in {:.1} s, changes p50 {}, deleted in {:.1} s",
+            "kraken {build} maxConcurrency {c}: {} Ready in {:.1} s, changes p50 {}, deleted in {} s",
             3 * n,
             secs(run.ready.iter().max().unwrap_or(&Duration::ZERO)),
             p50s(&run.changes),
-            secs(&run.deleted),
+            opt(run.deleted),
             build = build.label
         );
         if let Some(t) = &t {
             eprintln!(
-                "terraform: apply {:.1} s, changes median {}, destroy {:.1} s",
+                "terraform: apply {:.1} s, changes median {}, destroy {} s",
                 secs(&t.apply),
                 p50s(&t.changes),
-                secs(&t.destroy)
+                opt(t.destroy)
             );
         }
         tf = tf.or(t);
@@ -612,6 +641,11 @@ fn main() -> anyhow::Result<()> {
     let tf = tf.context("no Terraform pass ran")?;
     report(n, &version, parallelism, &runs, &tf, median(moto_ms));
     Ok(())
+}
+
+/// Seconds with one decimal, or `—` when not measured.
+fn opt(d: Option<Duration>) -> String {
+    d.map_or_else(|| "—".to_owned(), |d| format!("{:.1}", d.as_secs_f64()))
 }
 
 fn secs(d: &Duration) -> f64 {
@@ -659,23 +693,23 @@ fn report(
     };
     for r in runs {
         println!(
-            "| Kraken {}, `maxConcurrency: {}` | {:.1} | {} | {} | {:.1} | {:.2} / {:.2} |",
+            "| Kraken {}, `maxConcurrency: {}` | {:.1} | {} | {} | {} | {:.2} / {:.2} |",
             r.build,
             r.concurrency,
             r.ready.iter().max().map(secs).unwrap_or_default(),
             cell(samples(&r.changes, Target::InstanceTag)),
             cell(samples(&r.changes, Target::QueueTimeout)),
-            secs(&r.deleted),
+            opt(r.deleted),
             r.writes_per_create,
             r.writes_per_change
         );
     }
     println!(
-        "| Terraform 1.8.5, `-parallelism={parallelism}` (a change is an apply: refresh all, plan, apply) | {:.1} | {} | {} | {:.1} | — |",
+        "| Terraform 1.8.5, `-parallelism={parallelism}` (a change is an apply: refresh all, plan, apply) | {:.1} | {} | {} | {} | — |",
         secs(&tf.apply),
         cell(samples(&tf.changes, Target::InstanceTag)),
         cell(samples(&tf.changes, Target::QueueTimeout)),
-        secs(&tf.destroy)
+        opt(tf.destroy)
     );
     println!("\nmoto's own latency, one DescribeInstances: {moto_ms:.1} ms (median of 21)\n");
     memory_table(runs, tf);
@@ -685,13 +719,16 @@ fn report(
             secs(&pct(samples(&r.changes, t), 0.5)) / secs(&pct(samples(&tf.changes, t), 0.5))
         };
         println!(
-            "\nratio Kraken {} (`maxConcurrency: {}`) / Terraform: apply {:.2}, tag change {:.3}, queue change {:.3}, delete {:.2}",
+            "\nratio Kraken {} (`maxConcurrency: {}`) / Terraform: apply {:.2}, tag change {:.3}, queue change {:.3}, delete {}",
             r.build,
             r.concurrency,
             k / secs(&tf.apply),
             ratio(Target::InstanceTag),
             ratio(Target::QueueTimeout),
-            secs(&r.deleted) / secs(&tf.destroy)
+            match (r.deleted, tf.destroy) {
+                (Some(k), Some(t)) => format!("{:.2}", secs(&k) / secs(&t)),
+                _ => "not measured".to_owned(),
+            }
         );
     }
 }

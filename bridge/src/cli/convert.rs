@@ -289,10 +289,10 @@ fn provider_docs(
             if k == "alias" {
                 continue;
             }
-            if let Ok(v) = crate::convert::eval::eval(e, &scope) {
-                if let Some(j) = v.known() {
-                    args_json.insert(k.clone(), j.clone());
-                }
+            if let Ok(v) = crate::convert::eval::eval(e, &scope)
+                && let Some(j) = v.known()
+            {
+                args_json.insert(k.clone(), j.clone());
             }
         }
         let converted = fields.args_to_spec(&args_json);

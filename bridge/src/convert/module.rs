@@ -204,10 +204,10 @@ fn variables(
         ..Location::default()
     };
     for (k, v) in &inputs.env {
-        if let Some(name) = k.strip_prefix("TF_VAR_") {
-            if declared.contains_key(name) {
-                set(name, Raw::Text(v.clone()), &env_at, problems);
-            }
+        if let Some(name) = k.strip_prefix("TF_VAR_")
+            && declared.contains_key(name)
+        {
+            set(name, Raw::Text(v.clone()), &env_at, problems);
         }
     }
     let mut files: Vec<PathBuf> = ["terraform.tfvars", "terraform.tfvars.json"]
@@ -483,10 +483,8 @@ fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
             lifecycle: BTreeMap::new(),
             at: b.at.clone(),
         };
-        if let Some((e, _)) = b.body.attribute("depends_on") {
-            if let Expression::Array(items) = e {
-                inst.depends_on = items.iter().map(text).collect();
-            }
+        if let Some((Expression::Array(items), _)) = b.body.attribute("depends_on") {
+            inst.depends_on = items.iter().map(text).collect();
         }
         let address = inst.address();
         body_args(&b.body, &s, &address, &mut inst, &mut out.problems);
@@ -573,10 +571,11 @@ fn body_args(
                     ),
                 ));
             }
-            "dynamic" => match dynamic(b, scope, address, problems) {
-                Some((kind, items)) => nested.entry(kind).or_default().extend(items),
-                None => {}
-            },
+            "dynamic" => {
+                if let Some((kind, items)) = dynamic(b, scope, address, problems) {
+                    nested.entry(kind).or_default().extend(items);
+                }
+            }
             kind => {
                 if let Some(v) = block_value(&b.body, scope, &format!("{address}.{kind}"), problems)
                 {

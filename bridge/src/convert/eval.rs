@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use hcl::expr::{
-    BinaryOperator, Conditional, Expression, ForExpr, ObjectKey, Operation, TraversalOperator,
-    UnaryOperator,
+    BinaryOperator, Conditional, Expression, ForExpr, FuncCall, ObjectKey, Operation,
+    TraversalOperator, UnaryOperator,
 };
 use hcl::template::{Directive, Element, Template};
 use serde_json::Value as Json;
@@ -139,12 +139,7 @@ impl Val {
     }
 }
 
-/// Why an expression could not be evaluated.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct EvalError(pub String);
-
-pub type Result<T> = std::result::Result<T, EvalError>;
+pub use super::funcs::{EvalError, Result, num, stringify, to_f64};
 
 fn err<T>(message: impl Into<String>) -> Result<T> {
     Err(EvalError(message.into()))
@@ -220,7 +215,7 @@ pub fn eval(expr: &Expression, scope: &Scope) -> Result<Val> {
         }
         Expression::Variable(v) => variable(v.as_str(), scope),
         Expression::Traversal(t) => traversal(&t.expr, &t.operators, scope),
-        Expression::FuncCall(call) => super::funcs::call(call, scope),
+        Expression::FuncCall(call) => call_function(call, scope),
         Expression::Parenthesis(e) => eval(e, scope),
         Expression::Conditional(c) => conditional(c, scope),
         Expression::Operation(op) => operation(op, expr, scope),
@@ -235,15 +230,6 @@ pub fn number(n: &hcl::Number) -> Json {
         Json::from(i)
     } else {
         n.as_f64().map_or(Json::Null, num)
-    }
-}
-
-/// A float as JSON, integral ones as integers (`2 * 3` is `6`, not `6.0`).
-pub fn num(f: f64) -> Json {
-    if f.fract() == 0.0 && f.abs() < 9.0e15 {
-        Json::from(f as i64)
-    } else {
-        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
     }
 }
 
@@ -518,20 +504,6 @@ fn operation(op: &Operation, whole: &Expression, scope: &Scope) -> Result<Val> {
     }
 }
 
-/// A number from JSON, or from a string that holds one (Terraform converts).
-pub fn to_f64(j: &Json) -> Result<f64> {
-    match j {
-        Json::Number(n) => n
-            .as_f64()
-            .ok_or_else(|| EvalError(format!("{n} is not a number"))),
-        Json::String(s) => s
-            .trim()
-            .parse()
-            .map_err(|_| EvalError(format!("{s:?} is not a number"))),
-        other => err(format!("{other} is not a number")),
-    }
-}
-
 fn binary(op: BinaryOperator, l: &Json, r: &Json) -> Result<Json> {
     use BinaryOperator as B;
     let bools = || match (l, r) {
@@ -742,13 +714,70 @@ pub fn describe_refs(v: &Val) -> String {
     }
 }
 
-/// A primitive as template text.
-pub fn stringify(j: &Json) -> Result<String> {
-    match j {
-        Json::String(s) => Ok(s.clone()),
-        Json::Number(n) => Ok(n.to_string()),
-        Json::Bool(b) => Ok(b.to_string()),
-        Json::Null => err("a null value in a template"),
-        other => err(format!("{other} is not a string")),
+/// Calls the function `call` names.
+fn call_function(call: &FuncCall, scope: &Scope) -> Result<Val> {
+    let name = call.name.name.as_str();
+    if !call.name.namespace.is_empty() {
+        return err(format!(
+            "provider-defined function {} is not evaluated by kraken convert",
+            text(&hcl::Expression::FuncCall(Box::new(call.clone())))
+        ));
     }
+    match name {
+        "try" => {
+            let mut last = None;
+            for arg in &call.args {
+                match eval(arg, scope) {
+                    Ok(v) => return Ok(v),
+                    Err(e) => last = Some(e),
+                }
+            }
+            return Err(last.unwrap_or_else(|| EvalError("try() needs arguments".into())));
+        }
+        "can" => {
+            let [arg] = call.args.as_slice() else {
+                return err("can() takes one argument");
+            };
+            return Ok(Val::Known(Json::Bool(eval(arg, scope).is_ok())));
+        }
+        "file" => {
+            let [arg] = call.args.as_slice() else {
+                return err("file() takes one argument");
+            };
+            return file(&eval(arg, scope)?, scope);
+        }
+        _ => {}
+    }
+    let mut args = Vec::with_capacity(call.args.len());
+    for a in &call.args {
+        args.push(eval(a, scope)?);
+    }
+    if call.expand_final {
+        match args.pop() {
+            Some(Val::Known(Json::Array(items))) => args.extend(items.into_iter().map(Val::Known)),
+            Some(other) => return Ok(opaque_of(&other, &format!("{name}(...)"))),
+            None => return err(format!("{name}(...) needs a final argument to expand")),
+        }
+    }
+    let known: Option<Vec<Json>> = args.iter().map(|v| v.known().cloned()).collect();
+    let Some(known) = known else {
+        // Functions that only pass a value through keep a reference a reference.
+        if let ("tostring" | "tonumber" | "tobool", [v]) = (name, args.as_slice()) {
+            return Ok(v.clone());
+        }
+        let whole = text(&hcl::Expression::FuncCall(Box::new(call.clone())));
+        let refs = args.iter().flat_map(Val::refs).collect();
+        return Ok(Val::Opaque { expr: whole, refs });
+    };
+    super::funcs::known_call(name, &known).map(Val::Known)
+}
+
+fn file(path: &Val, scope: &Scope) -> Result<Val> {
+    let Some(Json::String(p)) = path.known() else {
+        return err("file() needs a known path");
+    };
+    let full = std::path::Path::new(&scope.module_dir).join(p);
+    std::fs::read_to_string(&full)
+        .map(|s| Val::Known(Json::String(s)))
+        .map_err(|e| EvalError(format!("file({p:?}): {e}")))
 }

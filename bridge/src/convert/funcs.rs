@@ -1,89 +1,24 @@
-//! Terraform's built-in functions, over known values.
-//!
-//! A function called with a value that is not known (a reference to another object) gives an
-//! opaque value naming the call: conversion reports it instead of guessing. `try` and `can`
-//! evaluate their arguments themselves, so an argument that fails is what they are for.
+//! Terraform's built-in functions over known values, and the error and number helpers the
+//! evaluator shares. [`super::eval`] evaluates the arguments (and `try`, `can` and `file`
+//! itself); a call with an argument that is not known never reaches this module.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use hcl::expr::FuncCall;
 use serde_json::Value as Json;
 
-use super::eval::{EvalError, Result, Scope, Val, eval, num, opaque_of, stringify, text, to_f64};
+/// Why an expression could not be evaluated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct EvalError(pub String);
+
+pub type Result<T> = std::result::Result<T, EvalError>;
 
 fn err<T>(message: impl Into<String>) -> Result<T> {
     Err(EvalError(message.into()))
 }
 
-/// Calls the function `call` names.
-pub fn call(call: &FuncCall, scope: &Scope) -> Result<Val> {
-    let name = call.name.name.as_str();
-    if !call.name.namespace.is_empty() {
-        return err(format!(
-            "provider-defined function {} is not evaluated by kraken convert",
-            text(&hcl::Expression::FuncCall(Box::new(call.clone())))
-        ));
-    }
-    match name {
-        "try" => {
-            let mut last = None;
-            for arg in &call.args {
-                match eval(arg, scope) {
-                    Ok(v) => return Ok(v),
-                    Err(e) => last = Some(e),
-                }
-            }
-            return Err(last.unwrap_or_else(|| EvalError("try() needs arguments".into())));
-        }
-        "can" => {
-            let [arg] = call.args.as_slice() else {
-                return err("can() takes one argument");
-            };
-            return Ok(Val::Known(Json::Bool(eval(arg, scope).is_ok())));
-        }
-        "file" => {
-            let [arg] = call.args.as_slice() else {
-                return err("file() takes one argument");
-            };
-            return file(&eval(arg, scope)?, scope);
-        }
-        _ => {}
-    }
-    let mut args = Vec::with_capacity(call.args.len());
-    for a in &call.args {
-        args.push(eval(a, scope)?);
-    }
-    if call.expand_final {
-        match args.pop() {
-            Some(Val::Known(Json::Array(items))) => args.extend(items.into_iter().map(Val::Known)),
-            Some(other) => return Ok(opaque_of(&other, &format!("{name}(...)"))),
-            None => return err(format!("{name}(...) needs a final argument to expand")),
-        }
-    }
-    let known: Option<Vec<Json>> = args.iter().map(|v| v.known().cloned()).collect();
-    let Some(known) = known else {
-        // Functions that only pass a value through keep a reference a reference.
-        if let ("tostring" | "tonumber" | "tobool", [v]) = (name, args.as_slice()) {
-            return Ok(v.clone());
-        }
-        let whole = text(&hcl::Expression::FuncCall(Box::new(call.clone())));
-        let refs = args.iter().flat_map(Val::refs).collect();
-        return Ok(Val::Opaque { expr: whole, refs });
-    };
-    known_call(name, &known).map(Val::Known)
-}
-
-fn file(path: &Val, scope: &Scope) -> Result<Val> {
-    let Some(Json::String(p)) = path.known() else {
-        return err("file() needs a known path");
-    };
-    let full = std::path::Path::new(&scope.module_dir).join(p);
-    std::fs::read_to_string(&full)
-        .map(|s| Val::Known(Json::String(s)))
-        .map_err(|e| EvalError(format!("file({p:?}): {e}")))
-}
-
-fn known_call(name: &str, a: &[Json]) -> Result<Json> {
+/// Calls the built-in `name` with known arguments.
+pub fn known_call(name: &str, a: &[Json]) -> Result<Json> {
     let arity = |n: usize| {
         if a.len() == n {
             Ok(())
@@ -507,4 +442,38 @@ fn cidrhost(prefix: &str, hostnum: i128) -> Result<String> {
         (!0u128) << (128 - len) >> (128 - total)
     };
     Ok(render_addr((addr & mask) | n as u128, v6))
+}
+
+/// A float as JSON, integral ones as integers (`2 * 3` is `6`, not `6.0`).
+pub fn num(f: f64) -> Json {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Json::from(f as i64)
+    } else {
+        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
+    }
+}
+
+/// A number from JSON, or from a string that holds one (Terraform converts).
+pub fn to_f64(j: &Json) -> Result<f64> {
+    match j {
+        Json::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| EvalError(format!("{n} is not a number"))),
+        Json::String(s) => s
+            .trim()
+            .parse()
+            .map_err(|_| EvalError(format!("{s:?} is not a number"))),
+        other => err(format!("{other} is not a number")),
+    }
+}
+
+/// A primitive as template text.
+pub fn stringify(j: &Json) -> Result<String> {
+    match j {
+        Json::String(s) => Ok(s.clone()),
+        Json::Number(n) => Ok(n.to_string()),
+        Json::Bool(b) => Ok(b.to_string()),
+        Json::Null => err("a null value in a template"),
+        other => err(format!("{other} is not a string")),
+    }
 }

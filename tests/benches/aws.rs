@@ -33,7 +33,7 @@ use kraken_tests::bench::{
     OperatorBuild, RssSampler, api_writes, aws_provider, env_or, median, operator_builds, pct,
     processes_named, terraform,
 };
-use kraken_tests::moto::{AMI, Ec2Probe, REGION};
+use kraken_tests::moto::{AMI, Ec2Probe};
 use kraken_tests::operator::aws::{AwsBed, GROUP, INSTANCE, Kind, QUEUE, TOPIC};
 use kraken_tests::operator::bed::is_reconciled;
 use kraken_tests::operator::{OperatorOptions, descendants};
@@ -467,28 +467,10 @@ fn moto_latency(ab: &AwsBed) -> anyhow::Result<f64> {
 /// → visibility timeout).
 fn terraform_dir(endpoint: &str, n: usize, version: &str) -> anyhow::Result<tempfile::TempDir> {
     let dir = kraken_tests::scratch_dir("kraken-bench-aws-tf-")?;
+    let header =
+        kraken_tests::bench::aws_terraform_header(endpoint, version, &["ec2", "sqs", "sns"]);
     let main = format!(
-        r#"terraform {{
-  required_providers {{
-    aws = {{ source = "hashicorp/aws", version = "{version}" }}
-  }}
-}}
-provider "aws" {{
-  region                      = "{REGION}"
-  access_key                  = "testing"
-  secret_key                  = "testing"
-  skip_credentials_validation = true
-  skip_requesting_account_id  = true
-  skip_metadata_api_check     = true
-  skip_region_validation      = true
-  endpoints {{
-    ec2 = "{endpoint}"
-    sqs = "{endpoint}"
-    sns = "{endpoint}"
-    sts = "{endpoint}"
-  }}
-}}
-variable "vts" {{
+        r#"{header}variable "vts" {{
   type    = map(number)
   default = {{}}
 }}

@@ -75,26 +75,9 @@ async fn wait_ready(
 /// A Terraform working directory for `n` aws_instance resources against `endpoint`.
 fn terraform_dir(endpoint: &str, n: usize, version: &str) -> anyhow::Result<tempfile::TempDir> {
     let dir = kraken_tests::scratch_dir("kraken-bench-ec2-tf-")?;
+    let header = kraken_tests::bench::aws_terraform_header(endpoint, version, &["ec2"]);
     let main = format!(
-        r#"terraform {{
-  required_providers {{
-    aws = {{ source = "hashicorp/aws", version = "{version}" }}
-  }}
-}}
-provider "aws" {{
-  region                      = "{REGION}"
-  access_key                  = "testing"
-  secret_key                  = "testing"
-  skip_credentials_validation = true
-  skip_requesting_account_id  = true
-  skip_metadata_api_check     = true
-  skip_region_validation      = true
-  endpoints {{
-    ec2 = "{endpoint}"
-    sts = "{endpoint}"
-  }}
-}}
-resource "aws_instance" "i" {{
+        r#"{header}resource "aws_instance" "i" {{
   count         = {n}
   ami           = "{AMI}"
   instance_type = "t3.micro"

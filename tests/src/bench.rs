@@ -200,3 +200,35 @@ pub fn processes_named(file: &str) -> Vec<u32> {
     }
     out
 }
+
+/// The `terraform` and `provider "aws"` blocks of a configuration for the AWS provider test
+/// peer `version` against moto at `endpoint`, for `services` (STS is always there).
+pub fn aws_terraform_header(endpoint: &str, version: &str, services: &[&str]) -> String {
+    let region = crate::moto::REGION;
+    let mut endpoints: Vec<String> = services
+        .iter()
+        .chain(std::iter::once(&"sts"))
+        .map(|s| format!("    {s} = \"{endpoint}\"\n"))
+        .collect();
+    endpoints.dedup();
+    format!(
+        r#"terraform {{
+  required_providers {{
+    aws = {{ source = "hashicorp/aws", version = "{version}" }}
+  }}
+}}
+provider "aws" {{
+  region                      = "{region}"
+  access_key                  = "testing"
+  secret_key                  = "testing"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  skip_region_validation      = true
+  endpoints {{
+{}  }}
+}}
+"#,
+        endpoints.concat()
+    )
+}

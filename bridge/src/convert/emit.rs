@@ -219,22 +219,12 @@ fn manifest(
         });
     }
     let mut for_provider = converted.for_provider;
-    for (path, _) in &converted.sensitive {
-        let secret = sanitize(&format!("{name}-{}", inst.type_name));
-        let key = path
-            .trim_end_matches(kraken_codegen::names::SECRET_REF_SUFFIX)
-            .replace('.', "-");
-        let _ = crate::value::fields::set_json_path(
-            &mut for_provider,
-            path,
-            json!({"name": secret, "key": key}),
-        );
-        out.secrets.push(SecretNeeded {
-            name: secret,
-            key,
-            address: format!("{address}.{path}"),
-        });
-    }
+    secret_refs(
+        &mut for_provider,
+        &converted.sensitive,
+        (&name, &address, inst),
+        out,
+    );
     let mut spec = json!({
         "providerConfigRef": {"name": provider_config(inst, opts)},
         "forProvider": for_provider,
@@ -253,6 +243,31 @@ fn manifest(
         "metadata": {"name": name, "namespace": opts.namespace, "annotations": annotations},
         "spec": spec,
     })
+}
+
+/// Each sensitive argument as a reference to a Secret the user creates, listed in `out`.
+fn secret_refs(
+    for_provider: &mut Json,
+    sensitive: &[(String, Json)],
+    (name, address, inst): (&str, &str, &Instance),
+    out: &mut Emitted,
+) {
+    for (path, _) in sensitive {
+        let secret = sanitize(&format!("{name}-{}", inst.type_name));
+        let key = path
+            .trim_end_matches(kraken_codegen::names::SECRET_REF_SUFFIX)
+            .replace('.', "-");
+        let _ = crate::value::fields::set_json_path(
+            for_provider,
+            path,
+            json!({"name": secret, "key": key}),
+        );
+        out.secrets.push(SecretNeeded {
+            name: secret,
+            key,
+            address: format!("{address}.{path}"),
+        });
+    }
 }
 
 fn provider_config(inst: &Instance, opts: &EmitOptions) -> String {
@@ -354,17 +369,7 @@ fn spread(
         }
         Val::Template(parts) => {
             let path = consumer_path(steps, target)?;
-            let mut text = String::new();
-            for p in parts {
-                match p {
-                    Part::Text(t) => text.push_str(&t.replace("${", "$${")),
-                    Part::Ref(r) => {
-                        let (api_version, kind, name, out) = producer(r, ctx)?;
-                        let group = api_version.split('/').next().unwrap_or_default();
-                        text.push_str(&format!("${{resource:{kind}.{group}/{name}:{out}}}"));
-                    }
-                }
-            }
+            let text = template_text(parts, ctx)?;
             entries.push(json!({"path": path, "template": text}));
             Ok(())
         }
@@ -380,15 +385,34 @@ fn spread(
             }
             Ok(())
         }
-        Val::Opaque { expr, refs } => Err(format!(
-            "{expr} is computed from {}; {CANNOT_EXPRESS}: set it by hand or as a template",
-            if refs.is_empty() {
-                "values not known".to_owned()
-            } else {
-                refs.iter().map(Ref::address).collect::<Vec<_>>().join(", ")
-            }
-        )),
+        Val::Opaque { expr, refs } => Err(opaque_message(expr, refs)),
     }
+}
+
+/// A `valuesFrom` template for text around references.
+fn template_text(parts: &[Part], ctx: &RefCtx<'_>) -> Result<String, String> {
+    let mut text = String::new();
+    for p in parts {
+        match p {
+            Part::Text(t) => text.push_str(&t.replace("${", "$${")),
+            Part::Ref(r) => {
+                let (api_version, kind, name, out) = producer(r, ctx)?;
+                let group = api_version.split('/').next().unwrap_or_default();
+                text.push_str(&format!("${{resource:{kind}.{group}/{name}:{out}}}"));
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// Why a value computed from references is left out.
+fn opaque_message(expr: &str, refs: &[Ref]) -> String {
+    let from = if refs.is_empty() {
+        "values not known".to_owned()
+    } else {
+        refs.iter().map(Ref::address).collect::<Vec<_>>().join(", ")
+    };
+    format!("{expr} is computed from {from}; {CANNOT_EXPRESS}: set it by hand or as a template")
 }
 
 fn consumer_path(steps: &[PathStep], target: &Target) -> Result<String, String> {

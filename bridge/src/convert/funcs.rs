@@ -19,218 +19,294 @@ fn err<T>(message: impl Into<String>) -> Result<T> {
 
 /// Calls the built-in `name` with known arguments.
 pub fn known_call(name: &str, a: &[Json]) -> Result<Json> {
-    let arity = |n: usize| {
-        if a.len() == n {
-            Ok(())
-        } else {
-            err(format!("{name}() takes {n} arguments, got {}", a.len()))
-        }
+    text(name, a)
+        .or_else(|| conversion(name, a))
+        .or_else(|| collections(name, a))
+        .or_else(|| maps_and_numbers(name, a))
+        .unwrap_or_else(|| {
+            err(format!(
+                "function {name}() is not supported by kraken convert"
+            ))
+        })
+}
+
+/// Argument `i`, or an error naming the missing argument.
+fn at(a: &[Json], i: usize) -> Result<&Json> {
+    a.get(i)
+        .ok_or_else(|| EvalError(format!("argument {} is missing", i + 1)))
+}
+
+/// String functions; `None` for another function.
+fn text(name: &str, a: &[Json]) -> Option<Result<Json>> {
+    let run = || -> Result<Option<Json>> {
+        let arity = |n: usize| {
+            if a.len() == n {
+                Ok(())
+            } else {
+                err(format!("{name}() takes {n} arguments, got {}", a.len()))
+            }
+        };
+        let s = |i: usize| -> Result<String> { stringify(at(a, i)?) };
+        Ok(Some(match name {
+            "format" => {
+                let Some(f) = a.first() else {
+                    return err("format() needs a format string");
+                };
+                Json::String(format(&stringify(f)?, a.get(1..).unwrap_or_default())?)
+            }
+            "join" => {
+                arity(2)?;
+                let items: Vec<String> = list(at(a, 1)?)?
+                    .iter()
+                    .map(stringify)
+                    .collect::<Result<_>>()?;
+                Json::String(items.join(&s(0)?))
+            }
+            "split" => {
+                arity(2)?;
+                let sep = s(0)?;
+                Json::Array(s(1)?.split(sep.as_str()).map(Json::from).collect())
+            }
+            "replace" => {
+                arity(3)?;
+                Json::String(replace(&s(0)?, &s(1)?, &s(2)?)?)
+            }
+            "lower" => Json::String(s(0)?.to_lowercase()),
+            "upper" => Json::String(s(0)?.to_uppercase()),
+            "trimspace" => Json::String(s(0)?.trim().to_owned()),
+            "substr" => {
+                arity(3)?;
+                let chars: Vec<char> = s(0)?.chars().collect();
+                let start = (to_f64(at(a, 1)?)? as usize).min(chars.len());
+                let len = to_f64(at(a, 2)?)?;
+                let end = if len < 0.0 {
+                    chars.len()
+                } else {
+                    (start + len as usize).min(chars.len())
+                };
+                Json::String(chars[start..end].iter().collect())
+            }
+            "startswith" => Json::Bool(s(0)?.starts_with(&s(1)?)),
+            "endswith" => Json::Bool(s(0)?.ends_with(&s(1)?)),
+            "base64encode" => {
+                use base64::Engine as _;
+                Json::String(base64::engine::general_purpose::STANDARD.encode(s(0)?))
+            }
+            _ => return Ok(None),
+        }))
     };
-    let s = |i: usize| -> Result<String> { stringify(&a[i]) };
-    Ok(match name {
-        "format" => {
-            let Some(f) = a.first() else {
-                return err("format() needs a format string");
-            };
-            Json::String(format(&stringify(f)?, &a[1..])?)
-        }
-        "join" => {
-            arity(2)?;
-            let items: Vec<String> = list(&a[1])?.iter().map(stringify).collect::<Result<_>>()?;
-            Json::String(items.join(&s(0)?))
-        }
-        "split" => {
-            arity(2)?;
-            let sep = s(0)?;
-            Json::Array(s(1)?.split(sep.as_str()).map(Json::from).collect())
-        }
-        "lookup" => {
-            if !(2..=3).contains(&a.len()) {
-                return err("lookup() takes 2 or 3 arguments");
+    run().transpose()
+}
+
+/// Conversions, numbers and networks; `None` for another function.
+fn conversion(name: &str, a: &[Json]) -> Option<Result<Json>> {
+    let run = || -> Result<Option<Json>> {
+        let arity = |n: usize| {
+            if a.len() == n {
+                Ok(())
+            } else {
+                err(format!("{name}() takes {n} arguments, got {}", a.len()))
             }
-            match map(&a[0])?.get(&s(1)?) {
-                Some(v) => v.clone(),
-                None => a
-                    .get(2)
-                    .cloned()
-                    .ok_or_else(|| EvalError(format!("lookup(): no key {:?}", s(1).ok())))?,
-            }
-        }
-        "merge" => {
-            let mut out = serde_json::Map::new();
-            for m in a {
-                if !m.is_null() {
-                    out.extend(map(m)?.clone());
+        };
+        let s = |i: usize| -> Result<String> { stringify(at(a, i)?) };
+        Ok(Some(match name {
+            "tostring" => {
+                arity(1)?;
+                if at(a, 0)?.is_null() {
+                    Json::Null
+                } else {
+                    Json::String(s(0)?)
                 }
             }
-            Json::Object(out)
-        }
-        "concat" => {
-            let mut out = Vec::new();
-            for l in a {
-                out.extend(list(l)?.iter().cloned());
+            "tonumber" => {
+                arity(1)?;
+                if at(a, 0)?.is_null() {
+                    Json::Null
+                } else {
+                    num(to_f64(at(a, 0)?)?)
+                }
             }
-            Json::Array(out)
-        }
-        "length" => {
-            arity(1)?;
-            Json::from(match &a[0] {
-                Json::Array(x) => x.len(),
-                Json::Object(x) => x.len(),
-                Json::String(x) => x.chars().count(),
-                other => return err(format!("length() of {other}")),
-            })
-        }
-        "element" => {
-            arity(2)?;
-            let items = list(&a[0])?;
-            if items.is_empty() {
-                return err("element() of an empty list");
+            "tobool" => {
+                arity(1)?;
+                match at(a, 0)? {
+                    Json::Bool(_) | Json::Null => at(a, 0)?.clone(),
+                    Json::String(x) if x == "true" || x == "false" => Json::Bool(x == "true"),
+                    other => return err(format!("tobool({other})")),
+                }
             }
-            let i = to_f64(&a[1])? as usize;
-            items[i % items.len()].clone()
-        }
-        "coalesce" => a
-            .iter()
-            .find(|v| !v.is_null() && **v != Json::String(String::new()))
-            .cloned()
-            .ok_or_else(|| EvalError("coalesce(): every argument is null or empty".into()))?,
-        "tostring" => {
-            arity(1)?;
-            if a[0].is_null() {
-                Json::Null
+            "tolist" => {
+                arity(1)?;
+                Json::Array(list(at(a, 0)?)?.clone())
+            }
+            "toset" => {
+                arity(1)?;
+                Json::Array(set(list(at(a, 0)?)?))
+            }
+            "tomap" => {
+                arity(1)?;
+                Json::Object(map(at(a, 0)?)?.clone())
+            }
+            "jsonencode" => {
+                arity(1)?;
+                Json::String(at(a, 0)?.to_string())
+            }
+            "jsondecode" => {
+                arity(1)?;
+                serde_json::from_str(&s(0)?).map_err(|e| EvalError(format!("jsondecode(): {e}")))?
+            }
+            "cidrsubnet" => {
+                arity(3)?;
+                Json::String(cidrsubnet(
+                    &s(0)?,
+                    to_f64(at(a, 1)?)? as u32,
+                    to_f64(at(a, 2)?)? as u128,
+                )?)
+            }
+            "cidrhost" => {
+                arity(2)?;
+                Json::String(cidrhost(&s(0)?, to_f64(at(a, 1)?)? as i128)?)
+            }
+            _ => return Ok(None),
+        }))
+    };
+    run().transpose()
+}
+
+/// Maps and numbers; `None` for another function.
+fn maps_and_numbers(name: &str, a: &[Json]) -> Option<Result<Json>> {
+    let run = || -> Result<Option<Json>> {
+        let arity = |n: usize| {
+            if a.len() == n {
+                Ok(())
             } else {
-                Json::String(s(0)?)
+                err(format!("{name}() takes {n} arguments, got {}", a.len()))
             }
-        }
-        "tonumber" => {
-            arity(1)?;
-            if a[0].is_null() {
-                Json::Null
+        };
+        let s = |i: usize| -> Result<String> { stringify(at(a, i)?) };
+        Ok(Some(match name {
+            "min" | "max" => {
+                let ns = a.iter().map(to_f64).collect::<Result<Vec<_>>>()?;
+                let pick = if name == "min" { f64::min } else { f64::max };
+                num(ns
+                    .into_iter()
+                    .reduce(pick)
+                    .ok_or_else(|| EvalError(format!("{name}() needs arguments")))?)
+            }
+            "abs" => num(to_f64(at(a, 0)?)?.abs()),
+            "ceil" => num(to_f64(at(a, 0)?)?.ceil()),
+            "floor" => num(to_f64(at(a, 0)?)?.floor()),
+            "lookup" => {
+                if !(2..=3).contains(&a.len()) {
+                    return err("lookup() takes 2 or 3 arguments");
+                }
+                match map(at(a, 0)?)?.get(&s(1)?) {
+                    Some(v) => v.clone(),
+                    None => a
+                        .get(2)
+                        .cloned()
+                        .ok_or_else(|| EvalError(format!("lookup(): no key {:?}", s(1).ok())))?,
+                }
+            }
+            "merge" => {
+                let mut out = serde_json::Map::new();
+                for m in a {
+                    if !m.is_null() {
+                        out.extend(map(m)?.clone());
+                    }
+                }
+                Json::Object(out)
+            }
+            "keys" => Json::Array(map(at(a, 0)?)?.keys().cloned().map(Json::String).collect()),
+            "values" => Json::Array(map(at(a, 0)?)?.values().cloned().collect()),
+            "range" => range(a)?,
+            "zipmap" => {
+                arity(2)?;
+                let (k, v) = (list(at(a, 0)?)?, list(at(a, 1)?)?);
+                Json::Object(
+                    k.iter()
+                        .zip(v)
+                        .map(|(k, v)| Ok((stringify(k)?, v.clone())))
+                        .collect::<Result<_>>()?,
+                )
+            }
+            _ => return Ok(None),
+        }))
+    };
+    run().transpose()
+}
+
+/// Collection functions; `None` for another function.
+fn collections(name: &str, a: &[Json]) -> Option<Result<Json>> {
+    let run = || -> Result<Option<Json>> {
+        let arity = |n: usize| {
+            if a.len() == n {
+                Ok(())
             } else {
-                num(to_f64(&a[0])?)
+                err(format!("{name}() takes {n} arguments, got {}", a.len()))
             }
-        }
-        "tobool" => {
-            arity(1)?;
-            match &a[0] {
-                Json::Bool(_) | Json::Null => a[0].clone(),
-                Json::String(x) if x == "true" || x == "false" => Json::Bool(x == "true"),
-                other => return err(format!("tobool({other})")),
+        };
+        Ok(Some(match name {
+            "concat" => {
+                let mut out = Vec::new();
+                for l in a {
+                    out.extend(list(l)?.iter().cloned());
+                }
+                Json::Array(out)
             }
-        }
-        "tolist" => {
-            arity(1)?;
-            Json::Array(list(&a[0])?.clone())
-        }
-        "toset" => {
-            arity(1)?;
-            Json::Array(set(list(&a[0])?))
-        }
-        "tomap" => {
-            arity(1)?;
-            Json::Object(map(&a[0])?.clone())
-        }
-        "jsonencode" => {
-            arity(1)?;
-            Json::String(a[0].to_string())
-        }
-        "jsondecode" => {
-            arity(1)?;
-            serde_json::from_str(&s(0)?).map_err(|e| EvalError(format!("jsondecode(): {e}")))?
-        }
-        "cidrsubnet" => {
-            arity(3)?;
-            Json::String(cidrsubnet(
-                &s(0)?,
-                to_f64(&a[1])? as u32,
-                to_f64(&a[2])? as u128,
-            )?)
-        }
-        "cidrhost" => {
-            arity(2)?;
-            Json::String(cidrhost(&s(0)?, to_f64(&a[1])? as i128)?)
-        }
-        "replace" => {
-            arity(3)?;
-            Json::String(replace(&s(0)?, &s(1)?, &s(2)?)?)
-        }
-        "lower" => Json::String(s(0)?.to_lowercase()),
-        "upper" => Json::String(s(0)?.to_uppercase()),
-        "trimspace" => Json::String(s(0)?.trim().to_owned()),
-        "keys" => Json::Array(map(&a[0])?.keys().cloned().map(Json::String).collect()),
-        "values" => Json::Array(map(&a[0])?.values().cloned().collect()),
-        "flatten" => {
-            arity(1)?;
-            let mut out = Vec::new();
-            flatten(&a[0], &mut out);
-            Json::Array(out)
-        }
-        "contains" => {
-            arity(2)?;
-            Json::Bool(list(&a[0])?.contains(&a[1]))
-        }
-        "distinct" => Json::Array(set(list(&a[0])?)),
-        "compact" => Json::Array(
-            list(&a[0])?
+            "length" => {
+                arity(1)?;
+                Json::from(match at(a, 0)? {
+                    Json::Array(x) => x.len(),
+                    Json::Object(x) => x.len(),
+                    Json::String(x) => x.chars().count(),
+                    other => return err(format!("length() of {other}")),
+                })
+            }
+            "element" => {
+                arity(2)?;
+                let items = list(at(a, 0)?)?;
+                if items.is_empty() {
+                    return err("element() of an empty list");
+                }
+                let i = to_f64(at(a, 1)?)? as usize;
+                items[i % items.len()].clone()
+            }
+            "coalesce" => a
                 .iter()
-                .filter(|v| !v.is_null() && **v != Json::String(String::new()))
+                .find(|v| !v.is_null() && **v != Json::String(String::new()))
                 .cloned()
-                .collect(),
-        ),
-        "range" => range(a)?,
-        "min" | "max" => {
-            let ns = a.iter().map(to_f64).collect::<Result<Vec<_>>>()?;
-            let pick = if name == "min" { f64::min } else { f64::max };
-            num(ns
-                .into_iter()
-                .reduce(pick)
-                .ok_or_else(|| EvalError(format!("{name}() needs arguments")))?)
-        }
-        "abs" => num(to_f64(&a[0])?.abs()),
-        "ceil" => num(to_f64(&a[0])?.ceil()),
-        "floor" => num(to_f64(&a[0])?.floor()),
-        "substr" => {
-            arity(3)?;
-            let chars: Vec<char> = s(0)?.chars().collect();
-            let start = (to_f64(&a[1])? as usize).min(chars.len());
-            let len = to_f64(&a[2])?;
-            let end = if len < 0.0 {
-                chars.len()
-            } else {
-                (start + len as usize).min(chars.len())
-            };
-            Json::String(chars[start..end].iter().collect())
-        }
-        "startswith" => Json::Bool(s(0)?.starts_with(&s(1)?)),
-        "endswith" => Json::Bool(s(0)?.ends_with(&s(1)?)),
-        "zipmap" => {
-            arity(2)?;
-            let (k, v) = (list(&a[0])?, list(&a[1])?);
-            Json::Object(
-                k.iter()
-                    .zip(v)
-                    .map(|(k, v)| Ok((stringify(k)?, v.clone())))
-                    .collect::<Result<_>>()?,
-            )
-        }
-        "sort" => {
-            let mut items: Vec<String> =
-                list(&a[0])?.iter().map(stringify).collect::<Result<_>>()?;
-            items.sort();
-            Json::Array(items.into_iter().map(Json::String).collect())
-        }
-        "reverse" => Json::Array(list(&a[0])?.iter().rev().cloned().collect()),
-        "base64encode" => {
-            use base64::Engine as _;
-            Json::String(base64::engine::general_purpose::STANDARD.encode(s(0)?))
-        }
-        other => {
-            return err(format!(
-                "function {other}() is not supported by kraken convert"
-            ));
-        }
-    })
+                .ok_or_else(|| EvalError("coalesce(): every argument is null or empty".into()))?,
+            "flatten" => {
+                arity(1)?;
+                let mut out = Vec::new();
+                flatten(at(a, 0)?, &mut out);
+                Json::Array(out)
+            }
+            "contains" => {
+                arity(2)?;
+                Json::Bool(list(at(a, 0)?)?.contains(at(a, 1)?))
+            }
+            "distinct" => Json::Array(set(list(at(a, 0)?)?)),
+            "compact" => Json::Array(
+                list(at(a, 0)?)?
+                    .iter()
+                    .filter(|v| !v.is_null() && **v != Json::String(String::new()))
+                    .cloned()
+                    .collect(),
+            ),
+            "sort" => {
+                let mut items: Vec<String> = list(at(a, 0)?)?
+                    .iter()
+                    .map(stringify)
+                    .collect::<Result<_>>()?;
+                items.sort();
+                Json::Array(items.into_iter().map(Json::String).collect())
+            }
+            "reverse" => Json::Array(list(at(a, 0)?)?.iter().rev().cloned().collect()),
+            _ => return Ok(None),
+        }))
+    };
+    run().transpose()
 }
 
 fn list(j: &Json) -> Result<&Vec<Json>> {

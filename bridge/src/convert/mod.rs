@@ -11,6 +11,8 @@ pub mod eval;
 pub mod funcs;
 pub mod load;
 pub mod module;
+pub mod value;
+pub mod vars;
 
 #[cfg(test)]
 mod tests;

@@ -3,48 +3,14 @@
 //! data block expanded by `count` or `for_each` into instances with their arguments evaluated.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use hcl::Expression;
 use serde_json::Value as Json;
 
 use super::eval::{EvalError, Scope, Val, entries, eval, text};
 use super::load::{Block, Body, Location, Module};
-
-/// Where variable values come from besides the defaults, in Terraform's order of precedence
-/// (later wins): the environment's `TF_VAR_*`, then `terraform.tfvars`,
-/// `terraform.tfvars.json` and `*.auto.tfvars` in the module, then `--var-file` and `--var` in
-/// the order given.
-#[derive(Debug, Clone, Default)]
-pub struct Inputs {
-    pub env: Vec<(String, String)>,
-    /// `--var-file` and `--var`, in command-line order.
-    pub given: Vec<Given>,
-}
-
-#[derive(Debug, Clone)]
-pub enum Given {
-    File(PathBuf),
-    Var(String, String),
-}
-
-/// Something conversion could not do, with where it is written.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Problem {
-    pub at: Location,
-    /// The Terraform address or name concerned (`aws_vpc.main[0]`, `var.cidr`).
-    pub subject: String,
-    pub message: String,
-    /// Stops the conversion (nothing is written unless `--partial`); else the object is
-    /// written without what is reported.
-    pub blocking: bool,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}: {}", self.at, self.subject, self.message)
-    }
-}
+pub use super::vars::{Given, Inputs, Problem};
+use super::vars::{note, problem, variables};
 
 /// One instance of a resource or data block.
 #[derive(Debug, Clone)]
@@ -71,15 +37,7 @@ pub struct Instance {
 impl Instance {
     /// The Terraform address: `aws_vpc.main`, `data.aws_ami.ubuntu`, `aws_subnet.a[0]`.
     pub fn address(&self) -> String {
-        let mut a = if self.data {
-            format!("data.{}.{}", self.type_name, self.name)
-        } else {
-            format!("{}.{}", self.type_name, self.name)
-        };
-        if let Some(k) = &self.key {
-            a.push_str(&format!("[{k}]"));
-        }
-        a
+        super::eval::address(self.data, &self.type_name, &self.name, self.key.as_ref())
     }
 }
 
@@ -140,239 +98,6 @@ pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
     out
 }
 
-fn problem(at: &Location, subject: &str, message: String) -> Problem {
-    Problem {
-        at: at.clone(),
-        subject: subject.to_owned(),
-        message,
-        blocking: true,
-    }
-}
-
-/// A problem that does not stop the conversion.
-fn note(at: &Location, subject: &str, message: String) -> Problem {
-    Problem {
-        blocking: false,
-        ..problem(at, subject, message)
-    }
-}
-
-/// Every variable's value, by precedence; problems for missing values and failed validations.
-fn variables(
-    module: &Module,
-    inputs: &Inputs,
-    problems: &mut Vec<Problem>,
-) -> BTreeMap<String, Json> {
-    let declared: BTreeMap<String, &Block> = module
-        .of_kind("variable")
-        .filter_map(|b| b.labels.first().map(|n| (n.clone(), b)))
-        .collect();
-    let empty = Scope::default();
-    let mut values: BTreeMap<String, Json> = BTreeMap::new();
-    for (name, b) in &declared {
-        if let Some((e, at)) = b.body.attribute("default") {
-            match eval(e, &empty) {
-                Ok(Val::Known(j)) => {
-                    values.insert(name.clone(), j);
-                }
-                _ => problems.push(problem(
-                    at,
-                    &format!("var.{name}"),
-                    "the default is not a constant".into(),
-                )),
-            }
-        }
-    }
-    let mut set = |name: &str, raw: Raw, at: &Location, problems: &mut Vec<Problem>| {
-        let Some(b) = declared.get(name) else {
-            problems.push(problem(
-                at,
-                &format!("var.{name}"),
-                "a value is given for a variable that is not declared".into(),
-            ));
-            return;
-        };
-        match typed(raw, b) {
-            Ok(v) => {
-                values.insert(name.to_owned(), v);
-            }
-            Err(e) => problems.push(problem(at, &format!("var.{name}"), e)),
-        }
-    };
-    let env_at = Location {
-        file: "(environment)".into(),
-        ..Location::default()
-    };
-    for (k, v) in &inputs.env {
-        if let Some(name) = k.strip_prefix("TF_VAR_")
-            && declared.contains_key(name)
-        {
-            set(name, Raw::Text(v.clone()), &env_at, problems);
-        }
-    }
-    let mut files: Vec<PathBuf> = ["terraform.tfvars", "terraform.tfvars.json"]
-        .iter()
-        .map(|f| module.dir.join(f))
-        .filter(|p| p.is_file())
-        .collect();
-    let mut auto: Vec<PathBuf> = std::fs::read_dir(&module.dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            n.ends_with(".auto.tfvars") || n.ends_with(".auto.tfvars.json")
-        })
-        .collect();
-    auto.sort();
-    files.extend(auto);
-    let mut given: Vec<Given> = files.into_iter().map(Given::File).collect();
-    given.extend(inputs.given.iter().cloned());
-    for g in given {
-        match g {
-            Given::File(path) => match tfvars(&path) {
-                Ok(pairs) => pairs
-                    .into_iter()
-                    .for_each(|(k, v, at)| set(&k, Raw::Value(v), &at, problems)),
-                Err(p) => problems.push(p),
-            },
-            Given::Var(k, v) => {
-                let at = Location {
-                    file: "(--var)".into(),
-                    ..Location::default()
-                };
-                set(&k, Raw::Text(v), &at, problems);
-            }
-        }
-    }
-    for (name, b) in &declared {
-        if !values.contains_key(name) {
-            problems.push(problem(
-                &b.at,
-                &format!("var.{name}"),
-                "no value: it has no default and none was given (--var, --var-file, TF_VAR_)"
-                    .into(),
-            ));
-        }
-    }
-    validate(&declared, &values, problems);
-    values
-}
-
-/// A variable value as given: text from the command line or environment (an HCL expression
-/// unless the variable is a string), or a value from a file.
-enum Raw {
-    Text(String),
-    Value(Json),
-}
-
-fn typed(raw: Raw, b: &Block) -> Result<Json, String> {
-    let ty = b
-        .body
-        .attribute("type")
-        .map(|(e, _)| text(e))
-        .unwrap_or_default();
-    let v = match raw {
-        Raw::Value(v) => v,
-        Raw::Text(t) if ty.is_empty() || ty == "string" => Json::String(t),
-        Raw::Text(t) => {
-            let e: Expression = t
-                .parse()
-                .map_err(|e| format!("{t:?} is not a value of type {ty}: {e}"))?;
-            match eval(&e, &Scope::default()).map_err(|e| e.0)? {
-                Val::Known(j) => j,
-                _ => return Err(format!("{t:?} is not a constant")),
-            }
-        }
-    };
-    match (ty.as_str(), &v) {
-        ("number", Json::String(s)) => s
-            .trim()
-            .parse::<f64>()
-            .map(super::eval::num)
-            .map_err(|_| format!("{s:?} is not a number")),
-        ("bool", Json::String(s)) if s == "true" || s == "false" => Ok(Json::Bool(s == "true")),
-        ("string", Json::Number(n)) => Ok(Json::String(n.to_string())),
-        ("string", Json::Bool(x)) => Ok(Json::String(x.to_string())),
-        _ => Ok(v),
-    }
-}
-
-/// A `.tfvars` (HCL) or `.tfvars.json` file's assignments.
-fn tfvars(path: &Path) -> Result<Vec<(String, Json, Location)>, Problem> {
-    let module = super::load::load_file(path).map_err(|e| Problem {
-        at: Location {
-            file: path.display().to_string(),
-            ..Location::default()
-        },
-        subject: "variables file".into(),
-        message: e.to_string(),
-        blocking: true,
-    })?;
-    let mut out = Vec::new();
-    for (name, e, at) in module.attributes {
-        match eval(&e, &Scope::default()) {
-            Ok(Val::Known(j)) => out.push((name, j, at)),
-            _ => {
-                return Err(problem(
-                    &at,
-                    &format!("var.{name}"),
-                    "a variables file may hold only constants".into(),
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Runs each variable's `validation` blocks; a failed condition reports its error message.
-fn validate(
-    declared: &BTreeMap<String, &Block>,
-    values: &BTreeMap<String, Json>,
-    problems: &mut Vec<Problem>,
-) {
-    let scope = Scope {
-        vars: values.clone(),
-        ..Scope::default()
-    };
-    for (name, b) in declared {
-        if !values.contains_key(name) {
-            continue;
-        }
-        for v in b.body.blocks_of("validation") {
-            let Some((cond, at)) = v.body.attribute("condition") else {
-                continue;
-            };
-            let message = v
-                .body
-                .attribute("error_message")
-                .and_then(|(e, _)| eval(e, &scope).ok())
-                .and_then(|v| v.known().and_then(Json::as_str).map(str::to_owned))
-                .unwrap_or_else(|| "validation failed".into());
-            match eval(cond, &scope) {
-                Ok(Val::Known(Json::Bool(true))) => {}
-                Ok(Val::Known(Json::Bool(false))) => {
-                    problems.push(problem(
-                        at,
-                        &format!("var.{name}"),
-                        format!("validation failed: {message}"),
-                    ));
-                }
-                Ok(_) => problems.push(problem(
-                    at,
-                    &format!("var.{name}"),
-                    "a validation condition that is not a bool".into(),
-                )),
-                Err(e) => problems.push(problem(
-                    at,
-                    &format!("var.{name}"),
-                    format!("validation: {}", e.0),
-                )),
-            }
-        }
-    }
-}
-
 /// Every local, evaluated in dependency order: passes over the ones left until none moves.
 fn locals(module: &Module, scope: &Scope, problems: &mut Vec<Problem>) -> BTreeMap<String, Val> {
     let mut pending: Vec<(String, Expression, Location)> = module
@@ -423,53 +148,13 @@ fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
     } else {
         format!("{type_name}.{name}")
     };
-    let keys: Vec<(Option<Json>, Scope)> =
-        match (b.body.attribute("count"), b.body.attribute("for_each")) {
-            (Some(_), Some((_, at))) => {
-                out.problems
-                    .push(problem(at, &subject, "count and for_each together".into()));
-                return;
-            }
-            (Some((e, at)), None) => match eval(e, scope).map(|v| v.known().and_then(Json::as_i64))
-            {
-                Ok(Some(n)) if n >= 0 => (0..n)
-                    .map(|i| {
-                        let mut s = scope.clone();
-                        s.count_index = Some(i);
-                        (Some(Json::from(i)), s)
-                    })
-                    .collect(),
-                Ok(_) => {
-                    out.problems.push(problem(
-                        at,
-                        &subject,
-                        format!("count = {} is not a known whole number", text(e)),
-                    ));
-                    return;
-                }
-                Err(err) => {
-                    out.problems
-                        .push(problem(at, &subject, format!("count: {}", err.0)));
-                    return;
-                }
-            },
-            (None, Some((e, at))) => match for_each_keys(e, scope) {
-                Ok(pairs) => pairs
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let mut s = scope.clone();
-                        s.each = Some((k.clone(), v));
-                        (Some(k), s)
-                    })
-                    .collect(),
-                Err(err) => {
-                    out.problems
-                        .push(problem(at, &subject, format!("for_each: {}", err.0)));
-                    return;
-                }
-            },
-            (None, None) => vec![(None, scope.clone())],
-        };
+    let keys = match expansion(b, scope, &subject) {
+        Ok(keys) => keys,
+        Err(p) => {
+            out.problems.push(p);
+            return;
+        }
+    };
     for (key, s) in keys {
         let mut inst = Instance {
             data,
@@ -490,6 +175,55 @@ fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
         body_args(&b.body, &s, &address, &mut inst, &mut out.problems);
         out.instances.push(inst);
     }
+}
+
+/// The instances a block's `count` or `for_each` makes, each with its scope.
+fn expansion(
+    b: &Block,
+    scope: &Scope,
+    subject: &str,
+) -> Result<Vec<(Option<Json>, Scope)>, Problem> {
+    Ok(
+        match (b.body.attribute("count"), b.body.attribute("for_each")) {
+            (Some(_), Some((_, at))) => {
+                return Err(problem(at, subject, "count and for_each together".into()));
+            }
+            (Some((e, at)), None) => match eval(e, scope).map(|v| v.known().and_then(Json::as_i64))
+            {
+                Ok(Some(n)) if n >= 0 => (0..n)
+                    .map(|i| {
+                        let mut s = scope.clone();
+                        s.count_index = Some(i);
+                        (Some(Json::from(i)), s)
+                    })
+                    .collect(),
+                Ok(_) => {
+                    return Err(problem(
+                        at,
+                        subject,
+                        format!("count = {} is not a known whole number", text(e)),
+                    ));
+                }
+                Err(err) => {
+                    return Err(problem(at, subject, format!("count: {}", err.0)));
+                }
+            },
+            (None, Some((e, at))) => match for_each_keys(e, scope) {
+                Ok(pairs) => pairs
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let mut s = scope.clone();
+                        s.each = Some((k.clone(), v));
+                        (Some(k), s)
+                    })
+                    .collect(),
+                Err(err) => {
+                    return Err(problem(at, subject, format!("for_each: {}", err.0)));
+                }
+            },
+            (None, None) => vec![(None, scope.clone())],
+        },
+    )
 }
 
 /// The keys and values a `for_each` iterates: a map's entries, or a set of strings (each

@@ -338,3 +338,21 @@ resource "fixture_object" "Web_0" {
     );
     Ok(())
 }
+
+#[test]
+fn a_function_called_with_too_few_arguments_says_so() {
+    let scope = Scope::default();
+    for text in [
+        "lower()",
+        "cidrhost(\"10.0.0.0/8\")",
+        "element([])",
+        "substr(\"a\", 0)",
+        "nosuch(1)",
+    ] {
+        let err = eval(&expr(text), &scope).expect_err(text);
+        assert!(
+            err.0.contains("missing") || err.0.contains("takes") || err.0.contains("not supported"),
+            "{text}: {err}"
+        );
+    }
+}

@@ -30,6 +30,20 @@ pub fn known_call(name: &str, a: &[Json]) -> Result<Json> {
         })
 }
 
+/// `Ok` when `name` was given exactly `n` arguments.
+fn arity(name: &str, a: &[Json], n: usize) -> Result<()> {
+    if a.len() == n {
+        Ok(())
+    } else {
+        err(format!("{name}() takes {n} arguments, got {}", a.len()))
+    }
+}
+
+/// Argument `i` as text.
+fn text_arg(a: &[Json], i: usize) -> Result<String> {
+    stringify(at(a, i)?)
+}
+
 /// Argument `i`, or an error naming the missing argument.
 fn at(a: &[Json], i: usize) -> Result<&Json> {
     a.get(i)
@@ -39,14 +53,8 @@ fn at(a: &[Json], i: usize) -> Result<&Json> {
 /// String functions; `None` for another function.
 fn text(name: &str, a: &[Json]) -> Option<Result<Json>> {
     let run = || -> Result<Option<Json>> {
-        let arity = |n: usize| {
-            if a.len() == n {
-                Ok(())
-            } else {
-                err(format!("{name}() takes {n} arguments, got {}", a.len()))
-            }
-        };
-        let s = |i: usize| -> Result<String> { stringify(at(a, i)?) };
+        let arity = |n: usize| arity(name, a, n);
+        let s = |i: usize| text_arg(a, i);
         Ok(Some(match name {
             "format" => {
                 let Some(f) = a.first() else {
@@ -101,14 +109,8 @@ fn text(name: &str, a: &[Json]) -> Option<Result<Json>> {
 /// Conversions, numbers and networks; `None` for another function.
 fn conversion(name: &str, a: &[Json]) -> Option<Result<Json>> {
     let run = || -> Result<Option<Json>> {
-        let arity = |n: usize| {
-            if a.len() == n {
-                Ok(())
-            } else {
-                err(format!("{name}() takes {n} arguments, got {}", a.len()))
-            }
-        };
-        let s = |i: usize| -> Result<String> { stringify(at(a, i)?) };
+        let arity = |n: usize| arity(name, a, n);
+        let s = |i: usize| text_arg(a, i);
         Ok(Some(match name {
             "tostring" => {
                 arity(1)?;
@@ -175,14 +177,8 @@ fn conversion(name: &str, a: &[Json]) -> Option<Result<Json>> {
 /// Maps and numbers; `None` for another function.
 fn maps_and_numbers(name: &str, a: &[Json]) -> Option<Result<Json>> {
     let run = || -> Result<Option<Json>> {
-        let arity = |n: usize| {
-            if a.len() == n {
-                Ok(())
-            } else {
-                err(format!("{name}() takes {n} arguments, got {}", a.len()))
-            }
-        };
-        let s = |i: usize| -> Result<String> { stringify(at(a, i)?) };
+        let arity = |n: usize| arity(name, a, n);
+        let s = |i: usize| text_arg(a, i);
         Ok(Some(match name {
             "min" | "max" => {
                 let ns = a.iter().map(to_f64).collect::<Result<Vec<_>>>()?;
@@ -238,13 +234,7 @@ fn maps_and_numbers(name: &str, a: &[Json]) -> Option<Result<Json>> {
 /// Collection functions; `None` for another function.
 fn collections(name: &str, a: &[Json]) -> Option<Result<Json>> {
     let run = || -> Result<Option<Json>> {
-        let arity = |n: usize| {
-            if a.len() == n {
-                Ok(())
-            } else {
-                err(format!("{name}() takes {n} arguments, got {}", a.len()))
-            }
-        };
+        let arity = |n: usize| arity(name, a, n);
         Ok(Some(match name {
             "concat" => {
                 let mut out = Vec::new();

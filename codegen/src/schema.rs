@@ -38,7 +38,7 @@ impl ProviderSchema {
             &mut self.list_resources,
         ];
         for s in schemas.into_iter().flat_map(|m| m.values_mut()) {
-            s.block.strip_docs();
+            s.strip_docs();
         }
         self.provider.block.strip_docs();
         if let Some(meta) = &mut self.provider_meta {
@@ -74,6 +74,13 @@ pub struct Schema {
     /// The resource's state schema version (`UpgradeResourceState` moves state to it).
     pub version: i64,
     pub block: Block,
+}
+
+impl Schema {
+    /// Drop every description, keeping everything a value's encoding depends on.
+    pub fn strip_docs(&mut self) {
+        self.block.strip_docs();
+    }
 }
 
 /// How a description is written.

@@ -8,6 +8,9 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::handshake::{Handshake, Network};
 
+/// gRPC message limit for provider answers: large providers' schemas run to tens of MiB.
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
 pub async fn connect(
     handshake: &Handshake,
     tls: Option<tokio_rustls::TlsConnector>,

@@ -15,8 +15,6 @@ macro_rules! proto_conversions {
         get_schema = $get_schema:ident,
         nested_type = $nested_type:path $(,)?
     ) => {
-        use std::collections::BTreeMap;
-
         use kraken_proto::$proto as proto;
 
         use crate::provider::schema::{

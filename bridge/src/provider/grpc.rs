@@ -3,75 +3,6 @@
 //! message conversions of [`super::convert`] with it. Each adapter file supplies only what
 //! differs (RPC names and nested-attribute conversion).
 
-/// gRPC message limit for provider answers: large providers' schemas run to tens of MiB.
-pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
-
-/// The cty types of the provider block and of the types a process is asked about, derived
-/// from the schema on first use and kept: encoding a value needs its type on every RPC, and
-/// deriving it walks the schema. Only the types used are derived (a process serving three of
-/// hashicorp/aws's 2,300 types holds three).
-pub struct ImpliedTypes {
-    pub provider: std::sync::Arc<crate::value::Type>,
-    derived: std::sync::Mutex<
-        std::collections::HashMap<(TypeOf, String), std::sync::Arc<crate::value::Type>>,
-    >,
-}
-
-/// Which of a schema's maps a type name is looked up in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TypeOf {
-    Resource,
-    DataSource,
-    ListResource,
-}
-
-impl TypeOf {
-    fn what(self) -> &'static str {
-        match self {
-            TypeOf::Resource => "resource",
-            TypeOf::DataSource => "data source",
-            TypeOf::ListResource => "list resource",
-        }
-    }
-}
-
-impl ImpliedTypes {
-    pub fn new(schema: &super::ProviderSchema) -> Self {
-        Self {
-            provider: std::sync::Arc::new(schema.provider.block.implied_type()),
-            derived: std::sync::Mutex::default(),
-        }
-    }
-
-    /// The type of `name` among `of`, derived on first use.
-    pub fn get(
-        &self,
-        schema: &super::ProviderSchema,
-        of: TypeOf,
-        name: &str,
-    ) -> super::Result<std::sync::Arc<crate::value::Type>> {
-        let key = (of, name.to_owned());
-        let mut derived = self.derived.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(ty) = derived.get(&key) {
-            return Ok(ty.clone());
-        }
-        let map = match of {
-            TypeOf::Resource => &schema.resources,
-            TypeOf::DataSource => &schema.data_sources,
-            TypeOf::ListResource => &schema.list_resources,
-        };
-        let ty = map
-            .get(name)
-            .map(|s| std::sync::Arc::new(s.block.implied_type()))
-            .ok_or_else(|| super::ProviderError::UnknownType {
-                kind: of.what(),
-                type_name: name.to_string(),
-            })?;
-        derived.insert(key, ty.clone());
-        Ok(ty)
-    }
-}
-
 /// Expand the adapter for one protocol module.
 ///
 /// `$proto` is the generated module; the `rpc` map names the client methods and message
@@ -97,7 +28,7 @@ macro_rules! provider_adapter {
         adapter = $adapter:ident,
         version = $version:expr,
         nested_type = $nested_type:path,
-        get_schema = ($get_schema:ident, $get_schema_msg:ident),
+        get_schema = ($get_schema:ident, $get_schema_path:literal),
         validate_provider = ($validate_provider:ident, $validate_provider_msg:ident),
         validate_resource = ($validate_resource:ident, $validate_resource_msg:ident),
         validate_data = ($validate_data:ident, $validate_data_msg:ident),
@@ -112,7 +43,7 @@ macro_rules! provider_adapter {
         use tonic::transport::Channel;
 
         use crate::provider::client::PluginClient;
-        use crate::provider::grpc::MAX_MESSAGE_BYTES;
+        use crate::provider::channel::MAX_MESSAGE_BYTES;
         use crate::provider::rpc::call;
         use crate::provider::schema::ProviderSchema;
         use crate::provider::{
@@ -131,10 +62,7 @@ macro_rules! provider_adapter {
         pub struct $adapter {
             plugin: PluginClient,
             client: ProviderClient<Channel>,
-            schema: OnceCell<(
-                Arc<ProviderSchema>,
-                Arc<crate::provider::grpc::ImpliedTypes>,
-            )>,
+            schema: OnceCell<crate::provider::schema_store::SchemaStore>,
         }
 
         impl $adapter {
@@ -158,90 +86,99 @@ macro_rules! provider_adapter {
                 self.client.clone()
             }
 
-            /// The schema and the value types derived from it, fetched and computed once.
-            async fn loaded(
-                &self,
-            ) -> Result<&(
-                Arc<ProviderSchema>,
-                Arc<crate::provider::grpc::ImpliedTypes>,
-            )> {
-                self.schema
-                    .get_or_try_init(|| async {
-                        let mut schema = self.fetch_schema().await?;
-                        if !self.plugin.docs {
-                            schema.strip_docs();
-                        }
-                        let types = Arc::new(crate::provider::grpc::ImpliedTypes::new(&schema));
-                        Ok((Arc::new(schema), types))
-                    })
-                    .await
+            /// The schema, fetched once: whole when this process generates CRDs or prints
+            /// it (`docs`), else with types decoded when first asked about.
+            async fn loaded(&self) -> Result<&crate::provider::schema_store::SchemaStore> {
+                self.schema.get_or_try_init(|| self.fetch_schema()).await
             }
 
             async fn resource_type(&self, type_name: &str) -> Result<Arc<Type>> {
-                let (schema, types) = self.loaded().await?;
-                types.get(schema, crate::provider::grpc::TypeOf::Resource, type_name)
+                self.loaded().await?.ty(crate::provider::TypeOf::Resource, type_name)
             }
 
             async fn data_type(&self, type_name: &str) -> Result<Arc<Type>> {
-                let (schema, types) = self.loaded().await?;
-                types.get(schema, crate::provider::grpc::TypeOf::DataSource, type_name)
+                self.loaded().await?.ty(crate::provider::TypeOf::DataSource, type_name)
             }
 
             async fn list_type(&self, type_name: &str) -> Result<Arc<Type>> {
-                let (schema, types) = self.loaded().await?;
-                types.get(schema, crate::provider::grpc::TypeOf::ListResource, type_name)
+                self.loaded().await?.ty(crate::provider::TypeOf::ListResource, type_name)
             }
 
             async fn provider_type(&self) -> Result<Arc<Type>> {
-                Ok(self.loaded().await?.1.provider.clone())
+                Ok(self.loaded().await?.provider_type())
             }
 
-            async fn fetch_schema(&self) -> Result<ProviderSchema> {
-                let resp = call(
+            async fn fetch_schema(&self) -> Result<crate::provider::schema_store::SchemaStore> {
+                use crate::provider::schema_store::{self as store, SchemaStore};
+                use crate::provider::TypeOf;
+                use prost::Message as _;
+                let parts = call(
                     &self.plugin,
                     stringify!($get_schema),
                     "",
-                    self.client()
-                        .$get_schema(proto::$get_schema_msg::Request::default()),
+                    store::fetch(self.plugin.channel.clone(), $get_schema_path),
                 )
                 .await?;
-                let diagnostics = diagnostics(resp.diagnostics);
+                let decoded = parts
+                    .diagnostics
+                    .iter()
+                    .map(|d| proto::Diagnostic::decode(d.as_slice()))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(store::malformed)?;
+                let diagnostics = diagnostics(decoded);
                 if diagnostics.has_errors() {
                     return Err(ProviderError::Schema(diagnostics.error_summary()));
                 }
                 for warning in &diagnostics {
                     tracing::warn!(provider = %self.plugin.name, "schema: {warning}");
                 }
-                let Some(provider) = resp.provider else {
+                let Some(provider) = parts.provider.as_deref() else {
                     return Err(ProviderError::Schema("the answer has no provider schema".into()));
                 };
-                let conv = |m: std::collections::HashMap<String, proto::Schema>| {
-                    m.into_iter()
-                        .map(|(k, v)| Ok((k, schema(v)?)))
-                        .collect::<Result<BTreeMap<_, _>>>()
-                };
-                let caps = resp.server_capabilities.unwrap_or_default();
-                Ok(ProviderSchema {
-                    provider: schema(provider)?,
-                    provider_meta: resp.provider_meta.map(schema).transpose()?,
-                    resources: conv(resp.resource_schemas)?,
-                    data_sources: conv(resp.data_source_schemas)?,
-                    ephemeral_resources: conv(resp.ephemeral_resource_schemas)?,
-                    list_resources: conv(resp.list_resource_schemas)?,
-                    functions: resp
-                        .functions
+                let caps = proto::ServerCapabilities::decode(
+                    parts.capabilities.as_deref().unwrap_or_default(),
+                )
+                .map_err(store::malformed)?;
+                let base = ProviderSchema {
+                    provider: decode_schema(provider)?,
+                    provider_meta: parts.provider_meta.as_deref().map(decode_schema).transpose()?,
+                    functions: store::entries(parts.functions)?
                         .into_iter()
-                        .map(|(k, f)| Ok((k, function(f)?)))
+                        .map(|(k, f)| {
+                            let f = proto::Function::decode(f.as_slice()).map_err(store::malformed)?;
+                            Ok((k, function(f)?))
+                        })
                         .collect::<Result<_>>()?,
                     capabilities: domain::ServerCapabilities {
                         plan_destroy: caps.plan_destroy,
                         get_provider_schema_optional: caps.get_provider_schema_optional,
                         move_resource_state: caps.move_resource_state,
                     },
-                })
+                    ..Default::default()
+                };
+                let maps = [
+                    (TypeOf::Resource, parts.resources),
+                    (TypeOf::DataSource, parts.data_sources),
+                    (TypeOf::EphemeralResource, parts.ephemeral_resources),
+                    (TypeOf::ListResource, parts.list_resources),
+                ];
+                let mut types = Vec::new();
+                for (of, raw) in maps {
+                    for (name, bytes) in store::entries(raw)? {
+                        types.push((of, name, bytes));
+                    }
+                }
+                SchemaStore::new(base, types, decode_schema, self.plugin.docs)
             }
         }
 
+        /// One type's encoded `Schema` message in the domain type.
+        fn decode_schema(bytes: &[u8]) -> Result<Schema> {
+            use prost::Message as _;
+            let s = proto::Schema::decode(bytes)
+                .map_err(crate::provider::schema_store::malformed)?;
+            schema(s)
+        }
 
         // Requests end in `..Default::default()` even where every field is set today, so that
         // fields a newer protocol minor adds keep their zero value without touching this code.
@@ -253,7 +190,14 @@ macro_rules! provider_adapter {
             }
 
             async fn schema(&self) -> Result<Arc<ProviderSchema>> {
-                Ok(self.loaded().await?.0.clone())
+                self.loaded().await?.all()
+            }
+
+            async fn schema_for(
+                &self,
+                wanted: &[(crate::provider::TypeOf, &str)],
+            ) -> Result<Arc<ProviderSchema>> {
+                self.loaded().await?.with(wanted)
             }
 
             async fn validate_provider_config(&self, config: &Value) -> Result<Vec<Diagnostic>> {

@@ -173,6 +173,11 @@ impl Plugin for ProviderHost {
         self.with(|p| async move { p.schema().await }).await
     }
 
+    async fn schema_for(&self, wanted: &[(super::TypeOf, &str)]) -> Result<Arc<ProviderSchema>> {
+        self.with(|p| async move { p.schema_for(wanted).await })
+            .await
+    }
+
     async fn validate_provider_config(&self, config: &Value) -> Result<Vec<Diagnostic>> {
         self.with(|p| async move { p.validate_provider_config(config).await })
             .await

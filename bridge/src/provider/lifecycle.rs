@@ -79,7 +79,9 @@ pub async fn plan(
     prior_private: &[u8],
     config: &Value,
 ) -> Result<Plan, LifecycleError> {
-    let schema = provider.schema().await?;
+    let schema = provider
+        .schema_for(&[(super::TypeOf::Resource, type_name)])
+        .await?;
     let Some(resource) = schema.resource(type_name) else {
         return Err(ProviderError::UnknownType {
             kind: "resource",

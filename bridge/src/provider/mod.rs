@@ -28,6 +28,7 @@ pub mod pool;
 pub mod proposed;
 pub mod resolve;
 mod rpc;
+mod schema_store;
 mod stdio;
 mod tls;
 pub mod v5;
@@ -53,6 +54,26 @@ pub const REPORTED_TERRAFORM_VERSION: &str = "1.13.0";
 
 /// The plugin protocol major versions Kraken speaks, in order of preference.
 pub const SUPPORTED_PROTOCOLS: [u32; 2] = [6, 5];
+
+/// Which of a schema's maps a type name is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TypeOf {
+    Resource,
+    DataSource,
+    ListResource,
+    EphemeralResource,
+}
+
+impl TypeOf {
+    pub fn what(self) -> &'static str {
+        match self {
+            TypeOf::Resource => "resource",
+            TypeOf::DataSource => "data source",
+            TypeOf::ListResource => "list resource",
+            TypeOf::EphemeralResource => "ephemeral resource",
+        }
+    }
+}
 
 /// How serious a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,8 +304,21 @@ pub trait Plugin: Send + Sync {
     /// The plugin protocol major version (5 or 6) negotiated at launch.
     fn protocol_version(&self) -> u32;
 
-    /// The provider's schema. Fetched once; later calls return the cached copy.
+    /// The provider's whole schema. Fetched once; later calls return the cached copy (a
+    /// process serving resources keeps its types encoded and decodes them all for this call).
     async fn schema(&self) -> Result<std::sync::Arc<ProviderSchema>>;
+
+    /// The schema with the provider block and those of `wanted`'s types the provider has:
+    /// what serving a type needs. Cheaper than [`Plugin::schema`] on a process that serves
+    /// resources, which decodes a type only when first asked about it (hashicorp/aws has
+    /// 2,300; decoded whole they take about 120 MiB).
+    async fn schema_for(
+        &self,
+        wanted: &[(TypeOf, &str)],
+    ) -> Result<std::sync::Arc<ProviderSchema>> {
+        let _ = wanted;
+        self.schema().await
+    }
 
     async fn validate_provider_config(&self, config: &Value) -> Result<Vec<Diagnostic>>;
 

@@ -328,7 +328,7 @@ impl ProviderPool {
         })?;
         self.launches.fetch_add(1, Ordering::Relaxed);
         info!(provider = %key, "launched pooled provider");
-        let config = match host.schema().await {
+        let config = match host.schema_for(&[]).await {
             Ok(schema) => build(&schema).map_err(|message| PoolError::Config {
                 key: key.clone(),
                 message,

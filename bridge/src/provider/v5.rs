@@ -13,7 +13,7 @@ super::grpc::provider_adapter! {
     adapter = V5Provider,
     version = 5,
     nested_type = no_nested_type,
-    get_schema = (get_schema, get_provider_schema),
+    get_schema = (get_schema, "/tfplugin5.Provider/GetSchema"),
     validate_provider = (prepare_provider_config, prepare_provider_config),
     validate_resource = (validate_resource_type_config, validate_resource_type_config),
     validate_data = (validate_data_source_config, validate_data_source_config),

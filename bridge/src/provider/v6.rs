@@ -25,7 +25,7 @@ fn nested_type(a: &kraken_proto::tfplugin6::schema::Attribute) -> Result<Option<
             });
         }
     };
-    let mut attributes = BTreeMap::new();
+    let mut attributes = std::collections::BTreeMap::new();
     for inner in obj.attributes.iter().cloned() {
         let (name, attr) = attribute(inner)?;
         attributes.insert(name, attr);
@@ -41,7 +41,7 @@ super::grpc::provider_adapter! {
     adapter = V6Provider,
     version = 6,
     nested_type = nested_type,
-    get_schema = (get_provider_schema, get_provider_schema),
+    get_schema = (get_provider_schema, "/tfplugin6.Provider/GetProviderSchema"),
     validate_provider = (validate_provider_config, validate_provider_config),
     validate_resource = (validate_resource_config, validate_resource_config),
     validate_data = (validate_data_resource_config, validate_data_resource_config),

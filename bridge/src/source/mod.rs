@@ -23,7 +23,7 @@ use crate::core_kinds::{KindInfo, ProviderConfig};
 use crate::kit::errors::chain;
 use crate::provider::pool::{PoolError, PoolKey, ProviderPool};
 use crate::provider::resolve::{Resolved, Resolver};
-use crate::provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema};
+use crate::provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema, TypeOf};
 use crate::value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
 use crate::value::kube::from_kube_json;
 use crate::value::{PathStep, Value};
@@ -442,8 +442,15 @@ async fn resource_provider(
     (label, config_digest): (String, String),
     fields: impl FnOnce(&kraken_codegen::schema::Schema) -> Arc<FieldMap>,
 ) -> Result<Configured> {
+    let name = kind.type_name.as_str();
+    // A resource's list resource of the same name finds it after an interrupted create.
+    let wanted: &[(TypeOf, &str)] = if kind.data_source {
+        &[(TypeOf::DataSource, name)]
+    } else {
+        &[(TypeOf::Resource, name), (TypeOf::ListResource, name)]
+    };
     let schema = host
-        .schema()
+        .schema_for(wanted)
         .await
         .map_err(|e| Error::ProviderUnavailable(chain(&e)))?;
     let Some(resource) = type_schema(&schema, &kind.type_name, kind.data_source) else {

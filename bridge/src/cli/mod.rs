@@ -56,6 +56,10 @@ pub enum Command {
     /// Show what applying manifests would do (like terraform plan), applying nothing.
     #[command(long_about = plan::PLAN_ABOUT)]
     Plan(plan::PlanArgs),
+    /// The operator's helper: read a provider's schema and generate CRDs, answering in JSON
+    /// (a request on stdin, the CRDs on stdout). Not for people.
+    #[command(hide = true)]
+    GenerateCrds,
 }
 
 const CODEGEN_ABOUT: &str =
@@ -155,9 +159,22 @@ impl Cli {
             Command::Kubectl(args) => return kubectl::run(args).await,
             Command::Plan(args) => return plan::run(args).await,
             Command::Convert(args) => convert::run(args).await,
+            Command::GenerateCrds => generate_crds().await,
         };
         done.map(|()| std::process::ExitCode::SUCCESS)
     }
+}
+
+/// `kraken generate-crds`: the operator's child that reads a schema and generates CRDs.
+async fn generate_crds() -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut input = Vec::new();
+    tokio::io::stdin().read_to_end(&mut input).await?;
+    let answer = crate::installer::generate::serve(&input).await?;
+    let mut stdout = tokio::io::stdout();
+    stdout.write_all(answer.as_bytes()).await?;
+    stdout.flush().await?;
+    Ok(())
 }
 
 /// Logs go to stderr so that stdout stays machine-readable.

@@ -183,6 +183,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(kraken_registry_fetch::PluginCache::default_root),
             default_mirror: args.provider_mirror,
             ca_certs: args.ca_cert,
+            // Schemas are read in a child (`kraken generate-crds`): their memory is its own.
+            generator: std::env::current_exe().ok(),
         },
     };
     crate::operator::run(opts).await

@@ -3,40 +3,18 @@
 
 use super::*;
 
-/// Steps 2 and 3: the CRDs of the Provider's selection, generated from the binary's schema
-/// (the process is stopped afterwards). Kept per Provider until its version or selection
-/// changes; the schema itself is dropped once they are generated.
-pub(super) async fn generated(
-    inst: &Installer,
-    p: &Provider,
-    (address, version): (&str, &str),
-    binary: PathBuf,
-) -> Result<Arc<Generated>, Failure> {
-    let key = (
-        address.to_owned(),
-        version.to_owned(),
-        p.spec.resources.clone(),
-        p.spec.data_sources.clone(),
-    );
-    let name = p.name_any();
-    let cache = || inst.generated.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(hit) = cache().get(&name).filter(|g| g.key == key) {
-        return Ok(hit.clone());
-    }
-    let (schema, protocol) = schema(address, version, binary).await?;
-    let crds = generate(p, address, &schema)?;
-    let hit = Arc::new(Generated {
-        key,
-        crds,
-        protocol,
-        resource_types: schema.resources.len(),
-    });
-    cache().insert(name, hit.clone());
-    Ok(hit)
+/// One generated CRD, with what installing it needs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Crd {
+    pub type_name: String,
+    pub kind: String,
+    pub group: String,
+    pub plural: String,
+    pub crd: serde_json::Value,
 }
 
 /// Step 2: the binary's schema, descriptions included (they become the CRDs').
-async fn schema(
+pub(super) async fn schema(
     address: &str,
     version: &str,
     binary: PathBuf,
@@ -64,18 +42,19 @@ async fn schema(
 /// Step 3: the CRDs of the selected resource types and data sources (none when
 /// `spec.resources` and `spec.dataSources` are empty).
 pub(super) fn generate(
-    p: &Provider,
+    resources: &[String],
+    data_sources: &[String],
     address: &str,
     schema: &ProviderSchema,
 ) -> Result<Vec<kraken_codegen::GeneratedCrd>, Failure> {
-    if p.spec.resources.is_empty() && p.spec.data_sources.is_empty() {
+    if resources.is_empty() && data_sources.is_empty() {
         return Ok(Vec::new());
     }
     let opts = kraken_codegen::Options {
-        resources: p.spec.resources.clone(),
-        data_sources: !p.spec.data_sources.is_empty(),
-        data_source_types: Some(p.spec.data_sources.clone()),
-        data_sources_only: p.spec.resources.is_empty(),
+        resources: resources.to_vec(),
+        data_sources: !data_sources.is_empty(),
+        data_source_types: Some(data_sources.to_vec()),
+        data_sources_only: resources.is_empty(),
         ..Default::default()
     };
     let generated = kraken_codegen::generate(address, schema, &opts)
@@ -100,7 +79,7 @@ pub(super) fn generate(
 pub(super) async fn apply_crds(
     p: &Provider,
     inst: &Installer,
-    crds: &[kraken_codegen::GeneratedCrd],
+    crds: &[Crd],
 ) -> Result<Vec<InstalledKind>, Failure> {
     let api: Api<CustomResourceDefinition> = Api::all(inst.ctx.client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -144,7 +123,7 @@ pub(super) async fn apply_crds(
 /// Step 5: the names of the CRDs not Established yet, and whether any of them is missing.
 pub(super) async fn not_established(
     inst: &Installer,
-    crds: &[kraken_codegen::GeneratedCrd],
+    crds: &[Crd],
 ) -> Result<(Vec<String>, bool), Failure> {
     let api: Api<CustomResourceDefinition> = Api::all(inst.ctx.client.clone());
     let mut pending = Vec::new();

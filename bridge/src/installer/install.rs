@@ -2,7 +2,8 @@
 
 use super::*;
 
-use super::crds::{apply_crds, generated, not_established};
+use super::crds::{apply_crds, not_established};
+use super::generate::generated;
 use super::package::fetch_package;
 
 pub(super) enum Pass {

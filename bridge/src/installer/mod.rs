@@ -35,6 +35,7 @@ use crate::source::Source;
 
 mod cleanup;
 mod crds;
+pub mod generate;
 mod install;
 mod package;
 pub mod provider_config;
@@ -74,6 +75,10 @@ pub struct InstallSettings {
     pub default_mirror: Option<String>,
     /// Extra PEM root CAs for registries and mirrors.
     pub ca_certs: Vec<PathBuf>,
+    /// The `kraken` executable that reads schemas and generates CRDs in a child process
+    /// (`kraken generate-crds`), so that a large schema's memory is the child's; `None`
+    /// generates in this process.
+    pub generator: Option<PathBuf>,
 }
 
 /// What the Provider and ProviderConfig controllers share.
@@ -115,7 +120,7 @@ impl Installer {
 pub(super) struct Generated {
     /// (address, version, resources, data sources): a pass with another key reads again.
     key: (String, String, Vec<String>, Vec<String>),
-    crds: Vec<kraken_codegen::GeneratedCrd>,
+    crds: Vec<crds::Crd>,
     /// The protocol major version the binary speaks.
     protocol: u32,
     /// How many resource types the schema has.

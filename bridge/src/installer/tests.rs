@@ -1,7 +1,15 @@
-use super::crds::generate;
 use super::package::{fetch_reason, locked};
 use super::*;
 use crate::core_kinds::ProviderSpec;
+
+/// Step 3 for the selection of `p`.
+fn generate(
+    p: &Provider,
+    address: &str,
+    schema: &ProviderSchema,
+) -> Result<Vec<kraken_codegen::GeneratedCrd>, Failure> {
+    super::crds::generate(&p.spec.resources, &p.spec.data_sources, address, schema)
+}
 
 fn provider(resources: &[&str]) -> Provider {
     let spec = ProviderSpec {

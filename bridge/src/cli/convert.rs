@@ -31,7 +31,13 @@ resource or data source type, and README.md: what was converted, what was not an
 file:line. Same input, same bytes. Nothing is written when something blocks conversion (a syntax
 error, an unknown type or argument, a variable without a value) unless --partial.
 
-    kraken convert ./infra --var-file prod.tfvars --namespace team-a --out ./manifests
+--state joins terraform.tfstate to the instances by full address: each one found gets
+spec.importId (the state's id), so applying the manifests adopts what Terraform manages instead
+of creating it again. Instances on one side only are listed; a state of another configuration
+or another format version is refused.
+
+    kraken convert ./infra --var-file prod.tfvars --state ./infra/terraform.tfstate \
+        --namespace team-a --out ./manifests
     kubectl apply -f ./manifests";
 
 #[derive(Debug, Args)]
@@ -62,6 +68,11 @@ pub struct ConvertArgs {
     /// Write what could be converted even when something blocks the rest.
     #[arg(long)]
     pub partial: bool,
+    /// The configuration's terraform.tfstate (format version 4). Each instance found in it by
+    /// its full address gets spec.importId (the state's id), so applying the manifests adopts
+    /// what Terraform manages instead of creating it again.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
 }
 
 /// One provider the module uses: its local name, source address and what resolved it.
@@ -100,7 +111,11 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         provider_config: None,
     };
-    let emitted = emit(&ev, &targets, &opts);
+    let mut emitted = emit(&ev, &targets, &opts);
+    let adoption = match &args.state {
+        Some(file) => Some(adopt(&mut emitted, file)?),
+        None => None,
+    };
     let blocking: Vec<&Problem> = emitted.problems.iter().filter(|p| blocks(p)).collect();
     if !blocking.is_empty() && !args.partial {
         for p in &blocking {
@@ -111,9 +126,18 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
             blocking.len()
         );
     }
-    write(&args.out, &docs, &emitted, &ev)?;
+    write(&args.out, &docs, &emitted, &ev, adoption.as_ref())?;
     for p in &emitted.problems {
         eprintln!("{}: {p}", if blocks(p) { "error" } else { "not converted" });
+    }
+    if let Some(a) = &adoption {
+        for p in &a.problems {
+            eprintln!("note: {p}");
+        }
+        println!(
+            "{} objects import what the state holds (spec.importId)",
+            a.imported
+        );
     }
     println!(
         "converted {} of {} instances into {} (see {}/README.md)",
@@ -123,6 +147,20 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+/// `--state`: reads the state and seeds the manifests; blocking findings join the
+/// conversion's problems, the rest are returned.
+fn adopt(emitted: &mut Emitted, file: &Path) -> anyhow::Result<crate::convert::state::Adoption> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("--state: cannot read {}", file.display()))?;
+    let name = file.display().to_string();
+    let state = crate::convert::state::parse(&text, &name).map_err(anyhow::Error::msg)?;
+    let mut adoption = crate::convert::state::seed(&mut emitted.manifests, &state, &name);
+    let (blocking, rest) = adoption.problems.into_iter().partition(|p| p.blocking);
+    emitted.problems.extend::<Vec<Problem>>(blocking);
+    adoption.problems = rest;
+    Ok(adoption)
 }
 
 /// Whether a problem stops conversion.
@@ -324,7 +362,13 @@ fn provider_docs(
 }
 
 /// Writes the files: providers.yaml, one file per type, README.md.
-fn write(out: &Path, providers: &[Json], emitted: &Emitted, ev: &Evaluated) -> anyhow::Result<()> {
+fn write(
+    out: &Path,
+    providers: &[Json],
+    emitted: &Emitted,
+    ev: &Evaluated,
+    adoption: Option<&crate::convert::state::Adoption>,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut files: BTreeMap<String, Vec<&Json>> = BTreeMap::new();
     files
@@ -343,11 +387,15 @@ fn write(out: &Path, providers: &[Json], emitted: &Emitted, ev: &Evaluated) -> a
         std::fs::write(&path, text.join("---\n"))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    std::fs::write(out.join("README.md"), summary(emitted, ev))?;
+    std::fs::write(out.join("README.md"), summary(emitted, ev, adoption))?;
     Ok(())
 }
 
-fn summary(emitted: &Emitted, ev: &Evaluated) -> String {
+fn summary(
+    emitted: &Emitted,
+    ev: &Evaluated,
+    adoption: Option<&crate::convert::state::Adoption>,
+) -> String {
     let mut s = String::from("# Converted by kraken convert\n\n");
     s.push_str(&format!(
         "{} of {} resource and data source instances became manifests.\n\n",
@@ -370,6 +418,16 @@ fn summary(emitted: &Emitted, ev: &Evaluated) -> String {
     if !emitted.problems.is_empty() {
         s.push_str("\n## Not converted\n\n");
         for p in &emitted.problems {
+            s.push_str(&format!("- {p}\n"));
+        }
+    }
+    if let Some(a) = adoption {
+        s.push_str(&format!(
+            "\n## Adoption\n\n{} objects import the object the state holds (`spec.importId`): \
+             applying them adopts it instead of creating another.\n",
+            a.imported
+        ));
+        for p in &a.problems {
             s.push_str(&format!("- {p}\n"));
         }
     }

@@ -4,13 +4,15 @@
 //! Bottom up: [`load`] reads a module's files with their locations; [`eval`] and [`funcs`]
 //! evaluate expressions with real values, keeping references to other objects as references;
 //! [`module`] evaluates variables, locals and outputs and expands `count` and `for_each` into
-//! instances; [`emit`] writes a manifest per instance, references as `valuesFrom`.
+//! instances; [`emit`] writes a manifest per instance, references as `valuesFrom`; [`state`]
+//! joins a `terraform.tfstate` to them so they adopt what Terraform manages.
 
 pub mod emit;
 pub mod eval;
 pub mod funcs;
 pub mod load;
 pub mod module;
+pub mod state;
 pub mod value;
 pub mod vars;
 

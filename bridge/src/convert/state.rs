@@ -1,0 +1,288 @@
+//! `--state`: a `terraform.tfstate` joined to the converted instances by full address, so each
+//! manifest adopts the object Terraform manages (`spec.importId`) instead of creating another.
+//!
+//! Only state format version 4 (Terraform 0.12 and later) is read. An instance is joined by
+//! its address (module path, type, name and `count`/`for_each` key, exactly as Terraform
+//! writes it); what is on one side only is reported. The import id is the state's `id`
+//! attribute.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+
+use super::emit::{ADDRESS_ANNOTATION, Manifest};
+use super::load::Location;
+use super::vars::Problem;
+
+/// The state format version this reads.
+pub const STATE_VERSION: u64 = 4;
+
+/// One resource instance of a state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateInstance {
+    /// The instance's attributes as Terraform stored them.
+    pub attributes: Json,
+    pub schema_version: u64,
+}
+
+impl StateInstance {
+    /// The `id` attribute: the import id of the object.
+    pub fn id(&self) -> Option<&str> {
+        self.attributes
+            .get("id")
+            .and_then(Json::as_str)
+            .filter(|s| !s.is_empty())
+    }
+}
+
+/// A state file's managed resource instances by address.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct State {
+    pub terraform_version: String,
+    pub instances: BTreeMap<String, StateInstance>,
+}
+
+/// Reads a state file's text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<State, String> {
+    let doc: Json = serde_json::from_str(text)
+        .map_err(|e| format!("{file} is not a Terraform state (not JSON: {e})"))?;
+    let version = doc.get("version").and_then(Json::as_u64);
+    match version {
+        Some(STATE_VERSION) => {}
+        Some(v) if v > STATE_VERSION => {
+            return Err(format!(
+                "{file} is in state format version {v}, newer than the version {STATE_VERSION} \
+                 kraken convert reads; convert with the state of a Terraform release that writes \
+                 version {STATE_VERSION}"
+            ));
+        }
+        Some(v) => {
+            return Err(format!(
+                "{file} is in state format version {v}; kraken convert reads version \
+                 {STATE_VERSION} (Terraform 0.12 and later): run `terraform apply` with a newer \
+                 Terraform once to upgrade it"
+            ));
+        }
+        None => return Err(format!("{file} is not a Terraform state (no \"version\")")),
+    }
+    let mut state = State {
+        terraform_version: doc
+            .get("terraform_version")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        instances: BTreeMap::new(),
+    };
+    let resources = doc.get("resources").and_then(Json::as_array);
+    for (i, r) in resources.into_iter().flatten().enumerate() {
+        if r.get("mode").and_then(Json::as_str) != Some("managed") {
+            continue;
+        }
+        let (Some(ty), Some(name)) = (
+            r.get("type").and_then(Json::as_str),
+            r.get("name").and_then(Json::as_str),
+        ) else {
+            return Err(format!("{file}: resources[{i}] has no type or name"));
+        };
+        let module = r.get("module").and_then(Json::as_str);
+        let instances = r.get("instances").and_then(Json::as_array);
+        for inst in instances.into_iter().flatten() {
+            let key = inst.get("index_key");
+            let mut address = super::value::address(false, ty, name, key);
+            if let Some(m) = module {
+                address = format!("{m}.{address}");
+            }
+            state.instances.insert(
+                address,
+                StateInstance {
+                    attributes: inst.get("attributes").cloned().unwrap_or(Json::Null),
+                    schema_version: inst
+                        .get("schema_version")
+                        .and_then(Json::as_u64)
+                        .unwrap_or(0),
+                },
+            );
+        }
+    }
+    Ok(state)
+}
+
+/// What joining a state to the manifests did.
+#[derive(Debug, Clone, Default)]
+pub struct Adoption {
+    /// Manifests that import their object.
+    pub imported: usize,
+    /// What is on one side only (not blocking), an instance without an id and a state of
+    /// another configuration (blocking).
+    pub problems: Vec<Problem>,
+}
+
+/// Joins `state` to the manifests by their address annotation: each managed resource found in
+/// the state gets `spec.importId`. Reports what is on one side only; a state none of whose
+/// instances is in the configuration is refused (it belongs to another one).
+pub fn seed(manifests: &mut [Manifest], state: &State, file: &str) -> Adoption {
+    let at = Location {
+        file: file.to_owned(),
+        line: 1,
+        column: 1,
+    };
+    let problem = |subject: &str, message: String, blocking: bool| Problem {
+        at: at.clone(),
+        subject: subject.to_owned(),
+        message,
+        blocking,
+    };
+    let mut problems = Vec::new();
+    let (mut joined, mut imported) = (0usize, 0usize);
+    let mut seen = std::collections::BTreeSet::new();
+    for m in manifests.iter_mut() {
+        let Some(address) = m.doc["metadata"]["annotations"][ADDRESS_ANNOTATION]
+            .as_str()
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        if address.starts_with("data.") {
+            continue;
+        }
+        let Some(inst) = state.instances.get(&address) else {
+            problems.push(problem(
+                &address,
+                "not in the state: applying the manifests creates it".into(),
+                false,
+            ));
+            continue;
+        };
+        seen.insert(address.clone());
+        joined += 1;
+        match inst.id() {
+            Some(id) => {
+                m.doc["spec"]["importId"] = Json::String(id.to_owned());
+                imported += 1;
+            }
+            None => problems.push(problem(
+                &address,
+                "its state has no id attribute to import it by".into(),
+                true,
+            )),
+        }
+    }
+    for address in state.instances.keys().filter(|a| !seen.contains(*a)) {
+        problems.push(problem(
+            address,
+            "in the state but not in the configuration: not converted (terraform apply would destroy it)"
+                .into(),
+            false,
+        ));
+    }
+    if joined == 0 && !state.instances.is_empty() {
+        problems.push(problem(
+            file,
+            format!(
+                "none of the state's {} resource instances is in the configuration: the state \
+                 belongs to another configuration",
+                state.instances.len()
+            ),
+            true,
+        ));
+    }
+    Adoption { imported, problems }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state() -> String {
+        json!({"version": 4, "terraform_version": "1.8.5", "serial": 3, "lineage": "x",
+        "resources": [
+            {"mode": "managed", "type": "fixture_object", "name": "web",
+             "instances": [
+                {"index_key": 0, "schema_version": 1, "attributes": {"id": "obj-0", "name": "a"}},
+                {"index_key": 1, "schema_version": 1, "attributes": {"id": "obj-1"}}]},
+            {"mode": "managed", "type": "fixture_object", "name": "zone",
+             "instances": [{"index_key": "b", "attributes": {"id": "obj-b"}}]},
+            {"mode": "data", "type": "fixture_object", "name": "read",
+             "instances": [{"attributes": {"id": "d"}}]},
+            {"module": "module.net", "mode": "managed", "type": "fixture_uuid", "name": "u",
+             "instances": [{"attributes": {"id": "u-1"}}]}
+        ]})
+        .to_string()
+    }
+
+    fn manifest(address: &str) -> Manifest {
+        Manifest {
+            file: "f".into(),
+            doc: json!({"metadata": {"annotations": {ADDRESS_ANNOTATION: address}}, "spec": {}}),
+        }
+    }
+
+    #[test]
+    fn instances_are_read_by_full_address() {
+        let s = parse(&state(), "terraform.tfstate").expect("state");
+        let keys: Vec<&str> = s.instances.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "fixture_object.web[0]",
+                "fixture_object.web[1]",
+                "fixture_object.zone[\"b\"]",
+                "module.net.fixture_uuid.u"
+            ]
+        );
+        assert_eq!(s.instances["fixture_object.web[0]"].schema_version, 1);
+        assert_eq!(s.instances["fixture_object.web[0]"].id(), Some("obj-0"));
+    }
+
+    #[test]
+    fn manifests_found_in_the_state_import_their_object() {
+        let s = parse(&state(), "terraform.tfstate").expect("state");
+        let mut ms = vec![
+            manifest("fixture_object.web[0]"),
+            manifest("fixture_object.zone[\"b\"]"),
+            manifest("fixture_object.extra"),
+            manifest("data.fixture_object.read"),
+        ];
+        let adoption = seed(&mut ms, &s, "terraform.tfstate");
+        assert_eq!(adoption.imported, 2);
+        let problems = adoption.problems;
+        assert_eq!(ms[0].doc["spec"]["importId"], "obj-0");
+        assert_eq!(ms[1].doc["spec"]["importId"], "obj-b");
+        assert!(ms[2].doc["spec"].get("importId").is_none());
+        assert!(
+            ms[3].doc["spec"].get("importId").is_none(),
+            "data sources read"
+        );
+        let said: Vec<(String, bool)> = problems
+            .iter()
+            .map(|p| (p.subject.clone(), p.blocking))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("fixture_object.extra".to_owned(), false),
+                ("fixture_object.web[1]".to_owned(), false),
+                ("module.net.fixture_uuid.u".to_owned(), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_state_of_another_configuration_or_format_is_refused() {
+        let s = parse(&state(), "terraform.tfstate").expect("state");
+        let mut ms = vec![manifest("other_type.x")];
+        let problems = seed(&mut ms, &s, "terraform.tfstate").problems;
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.blocking && p.message.contains("another configuration")),
+            "{problems:?}"
+        );
+        let newer = parse(r#"{"version": 5}"#, "s").expect_err("newer");
+        assert!(newer.contains("newer"), "{newer}");
+        let older = parse(r#"{"version": 3}"#, "s").expect_err("older");
+        assert!(older.contains("version 3"), "{older}");
+        assert!(parse("{", "s").expect_err("json").contains("not JSON"));
+    }
+}

@@ -1,0 +1,203 @@
+//! `kraken convert --state` end to end: the Terraform CLI applies a module over the fixture
+//! provider (count, for_each, a reference); `kraken convert --state terraform.tfstate` converts
+//! it; the manifests are applied to a real kube-apiserver with the operator running. Every
+//! object becomes Ready by importing what Terraform made: the provider's ledger records no
+//! create, update or delete, and `status.atProvider` holds Terraform's values. A change made
+//! in a manifest afterwards reaches the object like any change.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use kraken_tests::bench::terraform;
+use kraken_tests::operator::bed::OBJECTS;
+use kraken_tests::operator::{FixtureBed, OperatorOptions};
+use kraken_tests::{FIXTURE_ADDRESS, TestEnv, kraken_bin, ledger, scratch_dir};
+use serde_json::Value;
+
+const CONVERGE: Duration = Duration::from_secs(90);
+
+/// The Kubernetes object and Terraform address of each instance.
+const OBJECTS_BY_ADDRESS: [(&str, &str); 5] = [
+    ("base", "fixture_object.base"),
+    ("web-0", "fixture_object.web[0]"),
+    ("web-1", "fixture_object.web[1]"),
+    ("by-zone-a", "fixture_object.by_zone[\"a\"]"),
+    ("by-zone-b", "fixture_object.by_zone[\"b\"]"),
+];
+
+fn module(ledger: &Path) -> String {
+    format!(
+        r#"
+terraform {{
+  required_providers {{
+    fixture = {{
+      source  = "{FIXTURE_ADDRESS}"
+      version = "1.0.0"
+    }}
+  }}
+}}
+provider "fixture" {{
+  ledger_dir = "{ledger}"
+}}
+variable "zones" {{
+  type    = map(number)
+  default = {{ a = 1, b = 2 }}
+}}
+resource "fixture_object" "base" {{
+  name = "adopt-base"
+  size = 1
+}}
+resource "fixture_object" "web" {{
+  count  = 2
+  name   = "adopt-web-${{count.index}}"
+  size   = count.index + 2
+  labels = [fixture_object.base.id, "web"]
+}}
+resource "fixture_object" "by_zone" {{
+  for_each = var.zones
+  name     = "adopt-${{each.key}}"
+  size     = each.value * 10
+}}
+"#,
+        ledger = ledger.display()
+    )
+}
+
+/// Terraform's attributes of each instance in `terraform.tfstate`, by address.
+fn state_attributes(file: &Path) -> anyhow::Result<Vec<(String, Value)>> {
+    let state: Value = serde_json::from_slice(&std::fs::read(file)?)?;
+    let mut out = Vec::new();
+    for r in state["resources"].as_array().context("resources")? {
+        for i in r["instances"].as_array().context("instances")? {
+            let key = match &i["index_key"] {
+                Value::Null => String::new(),
+                k => format!("[{k}]"),
+            };
+            let address = format!(
+                "{}.{}{key}",
+                r["type"].as_str().unwrap_or(""),
+                r["name"].as_str().unwrap_or("")
+            );
+            out.push((address, i["attributes"].clone()));
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_terraform_state_is_adopted_with_zero_changes() -> anyhow::Result<()> {
+    let mut bed = FixtureBed::start("adopt", OperatorOptions::default())?;
+    let result = scenario(&mut bed);
+    bed.finish(result)
+}
+
+fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
+    let ns = bed.ns.clone();
+    let work = scratch_dir("kraken-adopt-")?;
+    let tf = work.path().join("tf");
+    std::fs::create_dir_all(&tf)?;
+    std::fs::write(tf.join("main.tf"), module(bed.ledger_dir()))?;
+    terraform(&tf, &["init", "-input=false", "-no-color"])?;
+    terraform(
+        &tf,
+        &["apply", "-auto-approve", "-input=false", "-no-color"],
+    )?;
+    let made = ledger::events(bed.ledger_dir());
+    ensure!(
+        made.iter().filter(|(op, _)| op == "create").count() == 5 && made.len() == 5,
+        "Terraform made 5 objects: {made:?}"
+    );
+
+    let state = tf.join("terraform.tfstate");
+    let out = work.path().join("out");
+    let env = TestEnv::load()?;
+    let run = Command::new(kraken_bin()?)
+        .arg("convert")
+        .arg(&tf)
+        .arg("--state")
+        .arg(&state)
+        .args(["--namespace", &ns, "--out"])
+        .arg(&out)
+        .arg("--plugin-dir")
+        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    ensure!(
+        run.status.success(),
+        "convert --state failed: {stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    ensure!(
+        stdout.contains("5 objects import"),
+        "every instance imports: {stdout}"
+    );
+
+    bed.apply_provider_config("fixture", serde_json::json!({}))?;
+    bed.apply(&std::fs::read_to_string(
+        out.join("resource-fixture-object.yaml"),
+    )?)?;
+    let tf_state = state_attributes(&state)?;
+    for (name, address) in OBJECTS_BY_ADDRESS {
+        let obj = bed.wait_reconciled(name, CONVERGE)?;
+        let attrs = &tf_state
+            .iter()
+            .find(|(a, _)| a == address)
+            .with_context(|| format!("{address} in the state"))?
+            .1;
+        let at = &obj["status"]["atProvider"];
+        for key in ["id", "name", "size"] {
+            ensure!(
+                at[key] == attrs[key],
+                "{name}: atProvider.{key} is {} but Terraform's state holds {}",
+                at[key],
+                attrs[key]
+            );
+        }
+    }
+    let after = ledger::events(bed.ledger_dir());
+    ensure!(
+        after == made,
+        "adopting changed the cloud: {:?}",
+        &after[made.len().min(after.len())..]
+    );
+
+    // A change in a manifest after the hand-over reaches the object like any other.
+    let zone_a = tf_state
+        .iter()
+        .find(|(a, _)| a == "fixture_object.by_zone[\"a\"]")
+        .and_then(|(_, v)| v["id"].as_str().map(str::to_owned))
+        .context("by_zone[a]'s id")?;
+    bed.cp.kubectl(&[
+        "patch",
+        OBJECTS,
+        "by-zone-a",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"forProvider":{"size":15}}}"#,
+    ])?;
+    kraken_tests::wait_for(CONVERGE, "by-zone-a updated in the ledger", || {
+        let objects = ledger::objects(bed.ledger_dir())?;
+        let zone = objects
+            .iter()
+            .find(|o| o["id"] == zone_a.as_str())
+            .context("by_zone[a] in the ledger")?;
+        if zone["size"] == 15 {
+            Ok(Some(()))
+        } else {
+            anyhow::bail!("size {}", zone["size"])
+        }
+    })?;
+    let changed: Vec<_> = ledger::events(bed.ledger_dir())
+        .into_iter()
+        .skip(made.len())
+        .collect();
+    ensure!(
+        changed == [("update".to_owned(), zone_a.clone())],
+        "one update of by_zone[a]: {changed:?}"
+    );
+    Ok(())
+}

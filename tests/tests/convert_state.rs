@@ -1,6 +1,8 @@
 //! `kraken convert --state` end to end: the Terraform CLI applies a module over the fixture
 //! provider (count, for_each, a reference); `kraken convert --state terraform.tfstate` converts
-//! it; the manifests are applied to a real kube-apiserver with the operator running. Every
+//! it; `kraken plan` shows that adopting changes nothing (and shows the diff of a configuration
+//! that no longer matches the state); the manifests are applied to a real kube-apiserver with
+//! the operator running. Every
 //! object becomes Ready by importing what Terraform made: the provider's ledger records no
 //! create, update or delete, and `status.atProvider` holds Terraform's values. A change made
 //! in a manifest afterwards reaches the object like any change.
@@ -84,6 +86,58 @@ fn state_attributes(file: &Path) -> anyhow::Result<Vec<(String, Value)>> {
         }
     }
     Ok(out)
+}
+
+/// `kraken convert <tf> --state <state> --namespace <ns> --out <out> <extra>`: its stdout.
+fn convert(
+    tf: &Path,
+    state: &Path,
+    ns: &str,
+    out: &Path,
+    extra: &[&str],
+) -> anyhow::Result<String> {
+    let env = TestEnv::load()?;
+    let run = Command::new(kraken_bin()?)
+        .arg("convert")
+        .arg(tf)
+        .arg("--state")
+        .arg(state)
+        .args(["--namespace", ns, "--out"])
+        .arg(out)
+        .arg("--plugin-dir")
+        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
+        .args(extra)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    ensure!(
+        run.status.success(),
+        "convert --state failed: {stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    Ok(stdout)
+}
+
+/// `kraken plan -f <file>` against the bed: (exit code, stdout and stderr).
+fn plan(bed: &FixtureBed, file: &Path) -> anyhow::Result<(Option<i32>, String)> {
+    let env = TestEnv::load()?;
+    let run = Command::new(kraken_bin()?)
+        .arg("plan")
+        .arg("--kubeconfig")
+        .arg(bed.cp.kubeconfig())
+        .arg("--plugin-dir")
+        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
+        .arg("-f")
+        .arg(file)
+        .arg("--no-color")
+        .output()?;
+    Ok((
+        run.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        ),
+    ))
 }
 
 #[test]

@@ -207,7 +207,20 @@ fn bad_input_is_refused_with_where_it_is_and_nothing_is_written() -> anyhow::Res
     let (code, _, stderr) = convert(&tf, &["--out", &out_s])?;
     ensure!(code == Some(1), "an unknown argument: exit {code:?}");
     ensure!(
-        stderr.contains("no argument sizee") && stderr.contains("main.tf:"),
+        stderr.contains("no argument sizee; did you mean size?") && stderr.contains("main.tf:"),
+        "{stderr}"
+    );
+    ensure!(!out.exists(), "something was written");
+
+    let misspelt = module(&ledger).replace(
+        "resource \"fixture_object\" \"web\"",
+        "resource \"fixture_objet\" \"web\"",
+    );
+    std::fs::write(tf.join("main.tf"), misspelt)?;
+    let (code, _, stderr) = convert(&tf, &["--out", &out_s])?;
+    ensure!(code == Some(1), "an unknown type: exit {code:?}");
+    ensure!(
+        stderr.contains("no resource type fixture_objet; did you mean fixture_object?"),
         "{stderr}"
     );
     ensure!(!out.exists(), "something was written");

@@ -102,14 +102,17 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let providers = resolve_providers(&module, &ev, &args)?;
     let mut targets = BTreeMap::new();
     let mut docs = Vec::new();
+    let mut known_types = BTreeSet::new();
     for p in &providers {
-        let (t, provider_docs) = provider_kinds(p, &module, &ev, &args).await?;
-        targets.extend(t);
-        docs.extend(provider_docs);
+        let kinds = provider_kinds(p, &module, &ev, &args).await?;
+        targets.extend(kinds.targets);
+        docs.extend(kinds.docs);
+        known_types.extend(kinds.known_types);
     }
     let opts = EmitOptions {
         namespace: args.namespace.clone(),
         provider_config: None,
+        known_types,
     };
     let mut emitted = emit(&ev, &targets, &opts);
     let adoption = match &args.state {
@@ -225,12 +228,22 @@ fn resolve_providers(
 
 /// The kinds of the types `p` serves in this module (from its schema), and its Provider and
 /// ProviderConfig manifests.
+/// What one provider's schema gives the conversion.
+struct ProviderKinds {
+    /// The kind of each type used.
+    targets: BTreeMap<(bool, String), Target>,
+    /// Its Provider and ProviderConfig manifests.
+    docs: Vec<Json>,
+    /// Every type it has, `(data source, type)`.
+    known_types: BTreeSet<(bool, String)>,
+}
+
 async fn provider_kinds(
     p: &ProviderUse,
     module: &crate::convert::load::Module,
     ev: &Evaluated,
     args: &ConvertArgs,
-) -> anyhow::Result<(BTreeMap<(bool, String), Target>, Vec<Json>)> {
+) -> anyhow::Result<ProviderKinds> {
     let schema = super::schema::read_binary_schema(&p.binary, &p.source, true).await?;
     let mine = |data: bool| -> Vec<String> {
         let set: BTreeSet<String> = ev
@@ -281,11 +294,19 @@ async fn provider_kinds(
             group: crd.group.clone(),
             kind: crd.kind.clone(),
             fields: FieldMap::for_resource(&crd.type_name, s),
+            arguments: crate::convert::emit::argument_names(s),
         };
         targets.insert((crd.data_source, crd.type_name.clone()), target);
     }
     let docs = provider_docs(p, &schema, module, args, (&resources, &data_sources));
-    Ok((targets, docs))
+    let known_types = (schema.resources.keys().map(|t| (false, t.clone())))
+        .chain(schema.data_sources.keys().map(|t| (true, t.clone())))
+        .collect();
+    Ok(ProviderKinds {
+        targets,
+        docs,
+        known_types,
+    })
 }
 
 /// The Provider and a ProviderConfig per provider block (aliases apart).

@@ -24,6 +24,19 @@ pub struct Target {
     pub group: String,
     pub kind: String,
     pub fields: FieldMap,
+    /// The type's top-level argument and block names, for "did you mean".
+    pub arguments: Vec<String>,
+}
+
+/// A type's top-level argument and nested block names.
+pub fn argument_names(schema: &kraken_codegen::schema::Schema) -> Vec<String> {
+    let b = &schema.block;
+    b.attributes
+        .iter()
+        .filter(|(_, a)| a.is_argument())
+        .map(|(n, _)| n.clone())
+        .chain(b.block_types.keys().cloned())
+        .collect()
 }
 
 /// What an opaque value's report says (it does not block the conversion).
@@ -36,6 +49,9 @@ pub struct EmitOptions {
     /// The ProviderConfig every object uses; `None`: the provider's local name (`aws`). An
     /// aliased provider (`provider = aws.west`) uses `<that>-west`.
     pub provider_config: Option<String>,
+    /// Every type of the providers used, `(data source, type)`: what an unknown type is
+    /// compared with for "did you mean".
+    pub known_types: BTreeSet<(bool, String)>,
 }
 
 /// One manifest, with the file it goes in.
@@ -142,9 +158,16 @@ pub fn emit(
                 at: inst.at.clone(),
                 subject: inst.address(),
                 message: format!(
-                    "the provider has no {} type {}",
+                    "the provider has no {} type {}{}",
                     if inst.data { "data source" } else { "resource" },
-                    inst.type_name
+                    inst.type_name,
+                    super::suggest::hint(
+                        &inst.type_name,
+                        opts.known_types
+                            .iter()
+                            .filter(|(d, _)| *d == inst.data)
+                            .map(|(_, t)| t.as_str())
+                    )
                 ),
                 blocking: true,
             });
@@ -214,7 +237,11 @@ fn manifest(
         out.problems.push(Problem {
             at,
             subject: address.clone(),
-            message: format!("{} has no argument {u}", inst.type_name),
+            message: format!(
+                "{} has no argument {u}{}",
+                inst.type_name,
+                super::suggest::hint(u, target.arguments.iter().map(String::as_str))
+            ),
             blocking: true,
         });
     }

@@ -13,6 +13,7 @@ pub mod funcs;
 pub mod load;
 pub mod module;
 pub mod state;
+pub mod suggest;
 pub mod value;
 pub mod vars;
 

@@ -250,6 +250,7 @@ fn fixture_targets() -> std::collections::BTreeMap<(bool, String), super::emit::
                 group: "fixture.tf.kraken.dev".into(),
                 kind,
                 fields,
+                arguments: super::emit::argument_names(schema.resource(t).expect("the type")),
             };
             ((false, t.to_owned()), target)
         })
@@ -287,6 +288,7 @@ resource "fixture_object" "Web_0" {
     let opts = super::emit::EmitOptions {
         namespace: "team".into(),
         provider_config: None,
+        known_types: Default::default(),
     };
     let out = super::emit::emit(&ev, &fixture_targets(), &opts);
     let web1 = out

@@ -60,6 +60,19 @@ resource "fixture_object" "by_zone" {{
   name     = "${{each.key}}-${{fixture_uuid.seed.id}}"
   size     = each.value * 10
 }}
+output "seed_id" {{
+  value = fixture_uuid.seed.id
+}}
+output "first_web" {{
+  value = "${{fixture_object.web[0].name}}/${{var.env}}"
+}}
+output "zones" {{
+  value = var.zones
+}}
+output "token" {{
+  value     = "t0ken"
+  sensitive = true
+}}
 "#,
         ledger = ledger.display()
     )
@@ -118,6 +131,7 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         names
             == [
                 "README.md",
+                "outputs.yaml",
                 "providers.yaml",
                 "resource-fixture-object.yaml",
                 "resource-fixture-uuid.yaml"
@@ -177,6 +191,52 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     );
     let zone_b = named(&format!("b-{seed_id}")).context("by_zone[b] named after the seed")?;
     ensure!(zone_b["size"] == 20, "by_zone[b]: {zone_b}");
+
+    // Outputs keep being published: a ConfigMap of the plain ones, a Secret of the sensitive.
+    bed.apply(&std::fs::read_to_string(out.join("outputs.yaml"))?)?;
+    let data = kraken_tests::wait_for(CONVERGE, "the outputs ConfigMap", || {
+        let got = bed.cp.kubectl(&[
+            "get",
+            "configmap",
+            "terraform-outputs",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.data}",
+        ]);
+        match got {
+            Ok(text) if !text.trim().is_empty() => {
+                Ok(Some(serde_json::from_str::<serde_json::Value>(&text)?))
+            }
+            Ok(_) => anyhow::bail!("no data yet"),
+            Err(e) => Err(e),
+        }
+    })?;
+    ensure!(data["seed_id"] == seed_id.as_str(), "outputs: {data}");
+    ensure!(data["first_web"] == "dev-app-web-0/dev", "outputs: {data}");
+    ensure!(
+        serde_json::from_str::<serde_json::Value>(data["zones"].as_str().unwrap_or("null"))?
+            == serde_json::json!({"a": 1, "b": 2}),
+        "outputs: {data}"
+    );
+    ensure!(
+        data.get("token").is_none(),
+        "a sensitive output in a ConfigMap: {data}"
+    );
+    let token = kraken_tests::wait_for(CONVERGE, "the sensitive outputs Secret", || {
+        bed.cp
+            .kubectl(&[
+                "get",
+                "secret",
+                "terraform-outputs-sensitive",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.data.token}",
+            ])
+            .map(|t| (!t.trim().is_empty()).then(|| t.trim().to_owned()))
+    })?;
+    ensure!(token == "dDBrZW4=", "the token Secret holds {token}");
     Ok(())
 }
 

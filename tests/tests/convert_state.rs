@@ -166,32 +166,37 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
 
     let state = tf.join("terraform.tfstate");
     let out = work.path().join("out");
-    let env = TestEnv::load()?;
-    let run = Command::new(kraken_bin()?)
-        .arg("convert")
-        .arg(&tf)
-        .arg("--state")
-        .arg(&state)
-        .args(["--namespace", &ns, "--out"])
-        .arg(&out)
-        .arg("--plugin-dir")
-        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
-        .output()?;
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    ensure!(
-        run.status.success(),
-        "convert --state failed: {stdout}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let stdout = convert(&tf, &state, &ns, &out, &[])?;
     ensure!(
         stdout.contains("5 objects import"),
         "every instance imports: {stdout}"
     );
-
+    let objects = out.join("resource-fixture-object.yaml");
     bed.apply_provider_config("fixture", serde_json::json!({}))?;
-    bed.apply(&std::fs::read_to_string(
-        out.join("resource-fixture-object.yaml"),
-    )?)?;
+
+    // Before the hand-over, `kraken plan` imports each object through the real provider and
+    // plans it: nothing to do. A configuration that no longer matches the state shows its diff.
+    let (code, plan_out) = plan(bed, &objects)?;
+    ensure!(
+        code == Some(0),
+        "zero-change plan: exit {code:?}\n{plan_out}"
+    );
+    let drifted = work.path().join("drifted");
+    convert(
+        &tf,
+        &state,
+        &ns,
+        &drifted,
+        &["--var", "zones={a = 1, b = 3}"],
+    )?;
+    let (code, plan_out) = plan(bed, &drifted.join("resource-fixture-object.yaml"))?;
+    ensure!(
+        code == Some(2) && plan_out.contains("by-zone-b") && plan_out.contains("30"),
+        "a changed variable shows in the plan: exit {code:?}\n{plan_out}"
+    );
+    eprintln!("{plan_out}");
+
+    bed.apply(&std::fs::read_to_string(&objects)?)?;
     let tf_state = state_attributes(&state)?;
     for (name, address) in OBJECTS_BY_ADDRESS {
         let obj = bed.wait_reconciled(name, CONVERGE)?;

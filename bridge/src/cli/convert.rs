@@ -115,6 +115,13 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
         known_types,
     };
     let mut emitted = emit(&ev, &targets, &opts);
+    let ctx = crate::convert::emit::RefCtx {
+        targets: &targets,
+        names: &emitted.names,
+    };
+    let (exports, problems) = crate::convert::exports::exports(&ev, &ctx, &args.namespace);
+    emitted.manifests.extend(exports);
+    emitted.problems.extend(problems);
     let adoption = match &args.state {
         Some(file) => Some(adopt(&mut emitted, file)?),
         None => None,
@@ -453,9 +460,21 @@ fn summary(
         }
     }
     if !ev.outputs.is_empty() {
-        s.push_str("\n## Outputs\n\nOutputs are not converted yet (ConfigExports to come):\n\n");
+        use crate::convert::exports::{FILE, OUTPUTS, SENSITIVE_OUTPUTS};
+        s.push_str(&format!(
+            "\n## Outputs\n\nThe ConfigExports in `{FILE}` keep the outputs published: \
+             ConfigMap `{OUTPUTS}`, and Secret `{SENSITIVE_OUTPUTS}` for sensitive ones, \
+             one key per output.\n\n"
+        ));
         for name in ev.outputs.keys() {
-            s.push_str(&format!("- `{name}`\n"));
+            let (kind, target) = if ev.sensitive_outputs.contains(name) {
+                ("Secret", SENSITIVE_OUTPUTS)
+            } else {
+                ("ConfigMap", OUTPUTS)
+            };
+            s.push_str(&format!(
+                "- `output.{name}` → {kind} `{target}`, key `{name}`\n"
+            ));
         }
     }
     s

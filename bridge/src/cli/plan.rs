@@ -26,7 +26,8 @@ provider, through its ProviderConfig, what applying it would do to the external 
 update in place, replace, or nothing. It uses the operator's own steps: the state Secret of an
 object that exists, refreshed from the provider; spec.valuesFrom resolved from the cluster (a
 ConfigMap, Secret or ProviderConfig of the manifests stands in for one not applied yet; outputs of
-an object the manifests create or change are unknown until apply); the same change list as
+an object the manifests create or change are unknown until apply, those of one they adopt or leave
+unchanged are its refreshed state); the same change list as
 status.plan, with Kubernetes field names, values known only after apply marked, arguments that
 force a replacement marked, and sensitive values shown as (sensitive), never printed.
 

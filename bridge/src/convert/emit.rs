@@ -335,9 +335,11 @@ fn lifecycle(inst: &Instance, spec: &mut Json, out: &mut Emitted) {
     }
 }
 
-struct RefCtx<'a> {
-    targets: &'a BTreeMap<(bool, String), Target>,
-    names: &'a BTreeMap<String, String>,
+/// What resolving a reference to another object needs.
+pub struct RefCtx<'a> {
+    pub targets: &'a BTreeMap<(bool, String), Target>,
+    /// Terraform address → object name.
+    pub names: &'a BTreeMap<String, String>,
 }
 
 /// A value not wholly known as `valuesFrom` entries, one per leaf: a reference as a
@@ -417,7 +419,7 @@ fn spread(
 }
 
 /// A `valuesFrom` template for text around references.
-fn template_text(parts: &[Part], ctx: &RefCtx<'_>) -> Result<String, String> {
+pub fn template_text(parts: &[Part], ctx: &RefCtx<'_>) -> Result<String, String> {
     let mut text = String::new();
     for p in parts {
         match p {
@@ -433,7 +435,7 @@ fn template_text(parts: &[Part], ctx: &RefCtx<'_>) -> Result<String, String> {
 }
 
 /// Why a value computed from references is left out.
-fn opaque_message(expr: &str, refs: &[Ref]) -> String {
+pub fn opaque_message(expr: &str, refs: &[Ref]) -> String {
     let from = if refs.is_empty() {
         "values not known".to_owned()
     } else {
@@ -460,7 +462,7 @@ fn render(steps: &[PathStep]) -> String {
 }
 
 /// (apiVersion, kind, object name, output path) of what a reference reads.
-fn producer(r: &Ref, ctx: &RefCtx<'_>) -> Result<(String, String, String, String), String> {
+pub fn producer(r: &Ref, ctx: &RefCtx<'_>) -> Result<(String, String, String, String), String> {
     let address = r.address();
     let target = ctx
         .targets

@@ -9,6 +9,7 @@
 
 pub mod emit;
 pub mod eval;
+pub mod exports;
 pub mod funcs;
 pub mod load;
 pub mod module;

@@ -49,6 +49,8 @@ pub struct Evaluated {
     pub instances: Vec<Instance>,
     /// Outputs by name.
     pub outputs: BTreeMap<String, (Val, Location)>,
+    /// The outputs marked `sensitive = true`.
+    pub sensitive_outputs: std::collections::BTreeSet<String>,
     pub problems: Vec<Problem>,
 }
 
@@ -86,6 +88,13 @@ pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
         match b.body.attribute("value") {
             Some((e, at)) => match eval(e, &scope) {
                 Ok(v) => {
+                    let sensitive = b
+                        .body
+                        .attribute("sensitive")
+                        .and_then(|(e, _)| eval(e, &scope).ok());
+                    if sensitive.as_ref().and_then(Val::known) == Some(&Json::Bool(true)) {
+                        out.sensitive_outputs.insert(name.clone());
+                    }
                     out.outputs.insert(name, (v, at.clone()));
                 }
                 Err(e) => out.problems.push(note(at, &format!("output.{name}"), e.0)),

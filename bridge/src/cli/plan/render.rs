@@ -161,6 +161,7 @@ mod tests {
                 changes,
                 values_from: Vec::new(),
                 notes: Vec::new(),
+                outputs: None,
             }),
         }
     }

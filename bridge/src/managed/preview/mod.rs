@@ -78,6 +78,10 @@ pub struct ObjectPlan {
     pub values_from: Vec<Json>,
     /// What the operator would do besides (a plan held for approval, a refused replacement).
     pub notes: Vec<String>,
+    /// What the object would publish (its `status.atProvider`) when the plan changes nothing:
+    /// from the refreshed or imported state. Consumers in the set read it, so objects adopted
+    /// together (`spec.importId`) plan against each other's real values.
+    pub outputs: Option<Json>,
 }
 
 /// One document and its outcome.
@@ -196,6 +200,10 @@ struct Shared {
     cluster_provider_configs: std::sync::Mutex<HashMap<(String, String), ProviderConfig>>,
     config_maps: HashMap<(String, String), Json>,
     secrets: HashMap<(String, String), Json>,
+    /// What producers of the set planned without a change would publish, by (namespace,
+    /// declaration), filled wave by wave.
+    planned_outputs:
+        std::sync::Mutex<HashMap<(String, String), crate::core_kinds::StateDeclaration>>,
 }
 
 /// A managed object of the set waiting to be planned.
@@ -224,6 +232,7 @@ impl Planner {
             cluster_provider_configs: std::sync::Mutex::default(),
             config_maps: HashMap::new(),
             secrets: HashMap::new(),
+            planned_outputs: std::sync::Mutex::default(),
         };
         let mut items = Vec::with_capacity(manifests.len());
         let mut pending = Vec::new();
@@ -340,12 +349,40 @@ impl Planner {
                     Outcome::Planned(plan) => Some(plan.action),
                     _ => None,
                 };
+                if let Outcome::Planned(ObjectPlan {
+                    outputs: Some(outputs),
+                    ..
+                }) = &outcome
+                {
+                    publish_planned(shared, &p, outputs.clone());
+                }
                 planned.insert(p.declaration.clone(), action);
                 items[p.index].outcome = outcome;
             }
             pending = waiting;
         }
     }
+}
+
+/// Records what `p`, planned without a change, would publish, for the consumers of later waves.
+fn publish_planned(shared: &Shared, p: &Pending, outputs: Json) {
+    use crate::core_kinds::hub::{ObjectReference, StateDeclarationSpec};
+    let spec = StateDeclarationSpec {
+        producer: ObjectReference {
+            api_version: p.kind.resource.api_version.clone(),
+            kind: p.kind.resource.kind.clone(),
+            name: p.name.clone(),
+            uid: String::new(),
+        },
+        outputs,
+        sensitive: None,
+    };
+    let sd = crate::core_kinds::StateDeclaration::new(&p.declaration.1, spec);
+    shared
+        .planned_outputs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(p.declaration.clone(), sd);
 }
 
 /// Keeps a ProviderConfig, ConfigMap or Secret of the set: what will be there once applied.

@@ -84,6 +84,7 @@ async fn plan_one(
             changes: Vec::new(),
             values_from: inputs.shown,
             notes: vec!["a data source: read, never changed".into()],
+            outputs: None,
         });
     }
     let stored = match &live {
@@ -111,11 +112,19 @@ async fn plan_one(
     } else {
         plan.action
     };
+    let outputs = (action == lifecycle::Action::NoOp && !prior.is_null()).then(|| {
+        let mut state = crate::value::kube::to_kube_json(&prior);
+        if let Some(o) = state.as_object_mut() {
+            o.retain(|k, _| !inputs.sensitive.contains(k));
+        }
+        t.fields().state_to_status(&state)
+    });
     Ok(ObjectPlan {
         action,
         changes,
         values_from: inputs.shown,
         notes,
+        outputs,
     })
 }
 

@@ -227,7 +227,8 @@ async fn gather(
     Ok(sources)
 }
 
-/// The StateDeclaration `name`, or what the producer `r` names would publish.
+/// The StateDeclaration `name`, or what the producer `r` names would publish: planned without
+/// a change in this set, or as its `status.atProvider` shows.
 async fn declaration_of(
     shared: &Shared,
     ns: &str,
@@ -237,6 +238,15 @@ async fn declaration_of(
     let api: Api<StateDeclaration> = Api::namespaced(shared.client.clone(), ns);
     if let Some(sd) = api.get_opt(name).await? {
         return Ok(Some(sd));
+    }
+    let planned = shared
+        .planned_outputs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(ns.to_owned(), name.to_owned()))
+        .cloned();
+    if planned.is_some() {
+        return Ok(planned);
     }
     let Some(res) = &r.resource else {
         return Ok(None);

@@ -52,7 +52,7 @@ pub(super) async fn run(args: CodegenArgs) -> anyhow::Result<()> {
     if !report.trimmed.is_empty() || !report.errors.is_empty() || !report.renamed.is_empty() {
         eprint!("{report}");
     }
-    let peak = peak_memory_mib()
+    let peak = super::peak_memory_mib()
         .map(|m| format!(", peak memory {m} MiB"))
         .unwrap_or_default();
     println!(
@@ -67,19 +67,6 @@ pub(super) async fn run(args: CodegenArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// This process's peak resident memory (VmHWM), where /proc offers it.
-fn peak_memory_mib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib / 1024)
 }
 
 /// Read a schema JSON file and pick one provider from it.

@@ -149,9 +149,12 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
             a.imported
         );
     }
+    let peak = super::peak_memory_mib()
+        .map(|m| format!(", peak memory {m} MiB"))
+        .unwrap_or_default();
     println!(
-        "converted {} of {} instances into {} (see {}/README.md)",
-        emitted.manifests.len(),
+        "converted {} of {} instances into {} (see {}/README.md{peak})",
+        converted(&emitted),
         ev.instances.len(),
         args.out.display(),
         args.out.display()
@@ -171,6 +174,15 @@ fn adopt(emitted: &mut Emitted, file: &Path) -> anyhow::Result<crate::convert::s
     emitted.problems.extend::<Vec<Problem>>(blocking);
     adoption.problems = rest;
     Ok(adoption)
+}
+
+/// How many instances became manifests (the outputs' ConfigExports are not instances).
+fn converted(emitted: &Emitted) -> usize {
+    emitted
+        .manifests
+        .iter()
+        .filter(|m| m.file != crate::convert::exports::FILE)
+        .count()
 }
 
 /// Whether a problem stops conversion.
@@ -427,7 +439,7 @@ fn summary(
     let mut s = String::from("# Converted by kraken convert\n\n");
     s.push_str(&format!(
         "{} of {} resource and data source instances became manifests.\n\n",
-        emitted.manifests.len(),
+        converted(emitted),
         ev.instances.len()
     ));
     s.push_str("| Terraform address | object |\n|---|---|\n");

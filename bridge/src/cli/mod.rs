@@ -177,6 +177,19 @@ async fn generate_crds() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// This process's peak resident memory (VmHWM), where /proc offers it.
+pub(super) fn peak_memory_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
 /// Logs go to stderr so that stdout stays machine-readable.
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {

@@ -231,6 +231,28 @@ fn provider_from_a_filesystem_mirror_installs_kinds_that_reconcile() -> anyhow::
             .unwrap_or_default()
             .to_owned();
         ensure!(id.split('-').count() == 2, "a two-word pet: {id:?}");
+        // The install read the schema in its child and cached the answer; the process that
+        // serves the pet took its schema from there instead of asking the provider again.
+        let cached: Vec<_> = std::fs::read_dir(bed.cache.path().join(".kraken-schemas"))?
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pb"))
+            .collect();
+        ensure!(
+            cached.len() == 1,
+            "cached schema answers: {:?}",
+            cached.iter().map(|e| e.path()).collect::<Vec<_>>()
+        );
+        let metrics = bed.op.metrics()?;
+        ensure!(
+            metrics.contains(r#"rpc="PlanResourceChange""#)
+                && !metrics.contains(r#"rpc="GetSchema""#),
+            "the serving process asked for its schema again:\n{}",
+            metrics
+                .lines()
+                .filter(|l| l.starts_with("kraken_provider_rpc_duration_seconds_count"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
 
         // On demand: `kraken activate` adds random_id and waits for it.
         let out = std::process::Command::new(kraken_bin()?)

@@ -228,23 +228,7 @@ fn manifest(
         }
     }
     let converted = target.fields.args_to_spec(&known);
-    for u in &converted.unknown {
-        let at = inst
-            .arg_at
-            .get(u.split('.').next().unwrap_or_default())
-            .unwrap_or(&inst.at)
-            .clone();
-        out.problems.push(Problem {
-            at,
-            subject: address.clone(),
-            message: format!(
-                "{} has no argument {u}{}",
-                inst.type_name,
-                super::suggest::hint(u, target.arguments.iter().map(String::as_str))
-            ),
-            blocking: true,
-        });
-    }
+    unknown_arguments(inst, target, &converted.unknown, out);
     let mut for_provider = converted.for_provider;
     secret_refs(
         &mut for_provider,
@@ -270,6 +254,28 @@ fn manifest(
         "metadata": {"name": name, "namespace": opts.namespace, "annotations": annotations},
         "spec": spec,
     })
+}
+
+/// Reports each argument the type does not have, with the closest one it has.
+fn unknown_arguments(inst: &Instance, target: &Target, unknown: &[String], out: &mut Emitted) {
+    let address = inst.address();
+    for u in unknown {
+        let at = inst
+            .arg_at
+            .get(u.split('.').next().unwrap_or_default())
+            .unwrap_or(&inst.at)
+            .clone();
+        out.problems.push(Problem {
+            at,
+            subject: address.clone(),
+            message: format!(
+                "{} has no argument {u}{}",
+                inst.type_name,
+                super::suggest::hint(u, target.arguments.iter().map(String::as_str))
+            ),
+            blocking: true,
+        });
+    }
 }
 
 /// Each sensitive argument as a reference to a Secret the user creates, listed in `out`.

@@ -3,6 +3,19 @@
 
 use super::*;
 
+/// What to generate: the binary and the selection of a Provider.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Request {
+    pub binary: PathBuf,
+    pub address: String,
+    pub version: String,
+    pub resources: Vec<String>,
+    pub data_sources: Vec<String>,
+    /// Where to store the schema answer for the processes that serve resources later.
+    #[serde(default)]
+    pub schema_cache: Option<PathBuf>,
+}
+
 /// One generated CRD, with what installing it needs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Crd {
@@ -14,14 +27,12 @@ pub struct Crd {
 }
 
 /// Step 2: the binary's schema, descriptions included (they become the CRDs').
-pub(super) async fn schema(
-    address: &str,
-    version: &str,
-    binary: PathBuf,
-) -> Result<(Arc<ProviderSchema>, u32), Failure> {
-    let mut opts = LaunchOptions::new(binary);
+pub(super) async fn schema(req: &Request) -> Result<(Arc<ProviderSchema>, u32), Failure> {
+    let (address, version) = (&req.address, &req.version);
+    let mut opts = LaunchOptions::new(req.binary.clone());
     opts.name = format!("{address} {version}");
     opts.docs = true;
+    opts.schema_cache = req.schema_cache.clone();
     let host = ProviderHost::new(opts, 1);
     let result = host.schema().await;
     let protocol = host.protocol_version();

@@ -13,18 +13,8 @@ use tokio::io::AsyncWriteExt as _;
 
 use kube::ResourceExt as _;
 
-use super::crds::Crd;
+use super::crds::{Crd, Request};
 use super::{Failure, Generated, Installer, Provider, reason};
-
-/// What to generate: the binary and the selection of a Provider.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Request {
-    pub binary: PathBuf,
-    pub address: String,
-    pub version: String,
-    pub resources: Vec<String>,
-    pub data_sources: Vec<String>,
-}
 
 /// The CRDs generated, with what the status reports about the schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,6 +64,7 @@ pub(super) async fn generated(
         version: version.to_owned(),
         resources: p.spec.resources.clone(),
         data_sources: p.spec.data_sources.clone(),
+        schema_cache: Some(super::schema_cache_dir(&inst.settings)),
     };
     let out = match &inst.settings.generator {
         Some(exe) => in_child(exe, &req).await?,
@@ -91,8 +82,7 @@ pub(super) async fn generated(
 
 /// Generate in this process.
 pub async fn here(req: &Request) -> Result<Output, Failure> {
-    let (schema, protocol) =
-        super::crds::schema(&req.address, &req.version, req.binary.clone()).await?;
+    let (schema, protocol) = super::crds::schema(req).await?;
     let crds = super::crds::generate(&req.resources, &req.data_sources, &req.address, &schema)?
         .into_iter()
         .map(|c| Crd {
@@ -202,6 +192,7 @@ mod tests {
                 version: "1".into(),
                 resources: vec![],
                 data_sources: vec![],
+                schema_cache: None,
             },
         )
         .await

@@ -81,6 +81,12 @@ pub struct InstallSettings {
     pub generator: Option<PathBuf>,
 }
 
+/// Where schema answers are kept per binary ([`crate::provider::schema_cache`]): beside the
+/// packages, in the plugin cache.
+pub fn schema_cache_dir(settings: &InstallSettings) -> PathBuf {
+    settings.cache_dir.join(".kraken-schemas")
+}
+
 /// What the Provider and ProviderConfig controllers share.
 pub struct Context {
     pub kit: Arc<Kit>,

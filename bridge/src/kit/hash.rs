@@ -16,7 +16,7 @@ pub fn fnv1a_parts(parts: &[&[u8]]) -> u64 {
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
-fn fnv1a_extend(h: u64, bytes: &[u8]) -> u64 {
+pub fn fnv1a_extend(h: u64, bytes: &[u8]) -> u64 {
     bytes
         .iter()
         .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))

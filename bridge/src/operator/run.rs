@@ -129,6 +129,7 @@ fn wire(
     let kit = Arc::new(Kit::new(client.clone(), metrics.clone()));
     let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
     source.allow_plaintext = opts.allow_provider_plaintext;
+    source.schema_cache = Some(crate::installer::schema_cache_dir(&opts.install));
     let source = Arc::new(source);
     let hub_index = Arc::new(crate::hub::Index::default());
     let managed = Arc::new(Context {

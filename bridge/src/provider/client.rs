@@ -27,6 +27,8 @@ pub struct PluginClient {
     pub(super) deadlines: super::deadline::Deadlines,
     /// [`super::LaunchOptions::docs`].
     pub(super) docs: bool,
+    /// This binary's file in [`super::LaunchOptions::schema_cache`].
+    pub(super) schema_cache: Option<std::path::PathBuf>,
 }
 
 pub(super) struct Process {
@@ -143,6 +145,7 @@ pub(crate) fn detached_client(
         observer,
         deadlines: super::deadline::Deadlines::default(),
         docs: true,
+        schema_cache: None,
     };
     (client, exit_tx)
 }

@@ -112,13 +112,7 @@ macro_rules! provider_adapter {
                 use crate::provider::schema_store::{self as store, SchemaStore};
                 use crate::provider::TypeOf;
                 use prost::Message as _;
-                let parts = call(
-                    &self.plugin,
-                    stringify!($get_schema),
-                    "",
-                    store::fetch(self.plugin.channel.clone(), $get_schema_path),
-                )
-                .await?;
+                let parts = self.schema_parts().await?;
                 let decoded = parts
                     .diagnostics
                     .iter()
@@ -169,6 +163,36 @@ macro_rules! provider_adapter {
                     }
                 }
                 SchemaStore::new(base, types, decode_schema, self.plugin.docs)
+            }
+        }
+
+        impl $adapter {
+            /// The schema answer: from the cache when the provider lets the call be skipped
+            /// (`get_provider_schema_optional`), else asked for (and then cached).
+            async fn schema_parts(&self) -> Result<crate::provider::schema_store::SchemaParts> {
+                use crate::provider::{schema_cache, schema_store};
+                use prost::Message as _;
+                let file = self.plugin.schema_cache.as_deref();
+                if let Some(parts) = file.and_then(schema_cache::load) {
+                    let caps = proto::ServerCapabilities::decode(
+                        parts.capabilities.as_deref().unwrap_or_default(),
+                    );
+                    if caps.is_ok_and(|c| c.get_provider_schema_optional) {
+                        tracing::debug!(provider = %self.plugin.name, "schema from the cache");
+                        return Ok(parts);
+                    }
+                }
+                let parts = call(
+                    &self.plugin,
+                    stringify!($get_schema),
+                    "",
+                    schema_store::fetch(self.plugin.channel.clone(), $get_schema_path),
+                )
+                .await?;
+                if let Some(file) = file {
+                    schema_cache::store(file, &parts);
+                }
+                Ok(parts)
             }
         }
 

@@ -59,6 +59,10 @@ pub struct LaunchOptions {
     /// Keep the descriptions in the schema the adapter holds. Generating CRDs needs them; a
     /// process serving resources does not, and drops them to hold less.
     pub docs: bool,
+    /// A directory of schema answers per binary ([`super::schema_cache`]): a process whose
+    /// provider allows it takes its schema from there instead of asking; one that asks stores
+    /// the answer. `None`: always ask, store nothing.
+    pub schema_cache: Option<PathBuf>,
 }
 
 impl LaunchOptions {
@@ -80,6 +84,7 @@ impl LaunchOptions {
             rpc_observer: None,
             deadlines: super::deadline::Deadlines::default(),
             docs: false,
+            schema_cache: None,
         }
     }
 }
@@ -182,6 +187,9 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
         observer: opts.rpc_observer.clone(),
         deadlines: opts.deadlines,
         docs: opts.docs,
+        schema_cache: opts.schema_cache.as_deref().and_then(|dir| {
+            super::schema_cache::file_for(dir, &opts.binary, handshake.app_protocol)
+        }),
     })
 }
 

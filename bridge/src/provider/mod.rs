@@ -28,6 +28,7 @@ pub mod pool;
 pub mod proposed;
 pub mod resolve;
 mod rpc;
+pub mod schema_cache;
 mod schema_store;
 mod stdio;
 mod tls;

@@ -44,6 +44,9 @@ pub struct Source {
     /// `kraken operator --allow-provider-plaintext`: whether a ProviderConfig may turn off
     /// AutoMTLS (`tls: false`). A cluster-wide choice, not a namespace user's.
     pub allow_plaintext: bool,
+    /// Where processes find and keep their binary's schema answer
+    /// ([`crate::provider::schema_cache`]); `None`: every process asks its provider.
+    pub schema_cache: Option<PathBuf>,
     /// Package directories whose `h1:` hash was computed, with the binary's (size, mtime) then.
     verified: Mutex<HashMap<PathBuf, PackageStamp>>,
     field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
@@ -61,6 +64,7 @@ impl Source {
             resolver,
             provider_configs: OnceLock::new(),
             allow_plaintext: false,
+            schema_cache: None,
             verified: Mutex::default(),
             field_maps: Mutex::default(),
         }
@@ -380,6 +384,7 @@ pub async fn configured(
     };
     let mut launch = LaunchOptions::new(&resolved.binary);
     launch.name = format!("{} {}", resolved.address, resolved.version);
+    launch.schema_cache = ctx.schema_cache.clone();
     launch.tls = pc.spec.tls;
     launch.max_concurrency = usize::try_from(pc.spec.max_concurrency).ok();
     let host = ctx

@@ -112,13 +112,8 @@ async fn plan_one(
     } else {
         plan.action
     };
-    let outputs = (action == lifecycle::Action::NoOp && !prior.is_null()).then(|| {
-        let mut state = crate::value::kube::to_kube_json(&prior);
-        if let Some(o) = state.as_object_mut() {
-            o.retain(|k, _| !inputs.sensitive.contains(k));
-        }
-        t.fields().state_to_status(&state)
-    });
+    let outputs = (action == lifecycle::Action::NoOp && !prior.is_null())
+        .then(|| would_publish(&t, &prior, &inputs.sensitive));
     Ok(ObjectPlan {
         action,
         changes,
@@ -126,6 +121,16 @@ async fn plan_one(
         notes,
         outputs,
     })
+}
+
+/// What an object left unchanged would publish: its `status.atProvider`, without the
+/// attributes set from sensitive inputs.
+fn would_publish(t: &Target<'_>, state: &Value, sensitive: &BTreeSet<String>) -> Json {
+    let mut state = crate::value::kube::to_kube_json(state);
+    if let Some(o) = state.as_object_mut() {
+        o.retain(|k, _| !sensitive.contains(k));
+    }
+    t.fields().state_to_status(&state)
 }
 
 /// `config` with the owner tag the operator would add: the live object's uid, unknown before

@@ -1,5 +1,6 @@
 //! `kraken convert --state` end to end: the Terraform CLI applies a module over the fixture
-//! provider (count, for_each, a reference); `kraken convert --state terraform.tfstate` converts
+//! provider (count, for_each, references, a local module reading the caller's object and
+//! read by it); `kraken convert --state terraform.tfstate` converts
 //! it; `kraken plan` shows that adopting changes nothing (and shows the diff of a configuration
 //! that no longer matches the state); the manifests are applied to a real kube-apiserver with
 //! the operator running. Every
@@ -21,8 +22,10 @@ use serde_json::Value;
 const CONVERGE: Duration = Duration::from_secs(90);
 
 /// The Kubernetes object and Terraform address of each instance.
-const OBJECTS_BY_ADDRESS: [(&str, &str); 5] = [
+const OBJECTS_BY_ADDRESS: [(&str, &str); 7] = [
     ("base", "fixture_object.base"),
+    ("child-inner", "module.child.fixture_object.inner"),
+    ("uses-child", "fixture_object.uses_child"),
     ("web-0", "fixture_object.web[0]"),
     ("web-1", "fixture_object.web[1]"),
     ("by-zone-a", "fixture_object.by_zone[\"a\"]"),
@@ -62,8 +65,47 @@ resource "fixture_object" "by_zone" {{
   name     = "adopt-${{each.key}}"
   size     = each.value * 10
 }}
+module "child" {{
+  source  = "./child"
+  prefix  = "adopt"
+  base_id = fixture_object.base.id
+}}
+resource "fixture_object" "uses_child" {{
+  name   = "adopt-uses-child"
+  size   = 4
+  labels = [module.child.inner_id]
+}}
 "#,
         ledger = ledger.display()
+    )
+}
+
+/// A local module: one object reading the caller's, and an output the caller reads.
+fn child() -> String {
+    format!(
+        r#"
+terraform {{
+  required_providers {{
+    fixture = {{
+      source = "{FIXTURE_ADDRESS}"
+    }}
+  }}
+}}
+variable "prefix" {{
+  type = string
+}}
+variable "base_id" {{
+  type = string
+}}
+resource "fixture_object" "inner" {{
+  name   = "${{var.prefix}}-inner"
+  size   = 3
+  labels = [var.base_id]
+}}
+output "inner_id" {{
+  value = fixture_object.inner.id
+}}
+"#
     )
 }
 
@@ -77,8 +119,12 @@ fn state_attributes(file: &Path) -> anyhow::Result<Vec<(String, Value)>> {
                 Value::Null => String::new(),
                 k => format!("[{k}]"),
             };
+            let module = r["module"]
+                .as_str()
+                .map(|m| format!("{m}."))
+                .unwrap_or_default();
             let address = format!(
-                "{}.{}{key}",
+                "{module}{}.{}{key}",
                 r["type"].as_str().unwrap_or(""),
                 r["name"].as_str().unwrap_or("")
             );
@@ -153,6 +199,8 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     let tf = work.path().join("tf");
     std::fs::create_dir_all(&tf)?;
     std::fs::write(tf.join("main.tf"), module(bed.ledger_dir()))?;
+    std::fs::create_dir_all(tf.join("child"))?;
+    std::fs::write(tf.join("child/main.tf"), child())?;
     terraform(&tf, &["init", "-input=false", "-no-color"])?;
     terraform(
         &tf,
@@ -160,15 +208,15 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     )?;
     let made = ledger::events(bed.ledger_dir());
     ensure!(
-        made.iter().filter(|(op, _)| op == "create").count() == 5 && made.len() == 5,
-        "Terraform made 5 objects: {made:?}"
+        made.iter().filter(|(op, _)| op == "create").count() == 7 && made.len() == 7,
+        "Terraform made 7 objects: {made:?}"
     );
 
     let state = tf.join("terraform.tfstate");
     let out = work.path().join("out");
     let stdout = convert(&tf, &state, &ns, &out, &[])?;
     ensure!(
-        stdout.contains("5 objects import"),
+        stdout.contains("7 objects import"),
         "every instance imports: {stdout}"
     );
     let objects = out.join("resource-fixture-object.yaml");

@@ -97,6 +97,7 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
             .filter(|(k, _)| k.starts_with("TF_VAR_"))
             .collect(),
         given,
+        ..Inputs::default()
     };
     let ev = evaluate(&module, &inputs);
     let providers = resolve_providers(&module, &ev, &args)?;

@@ -101,10 +101,17 @@ pub fn sanitize(s: &str) -> String {
 
 /// The name an instance's object gets: `<name>`, `<name>-<index>` or `<name>-<key>`.
 fn base_name(inst: &Instance) -> String {
+    // `module.a.module.b` → `a-b-`.
+    let module: String = inst
+        .module
+        .split('.')
+        .filter(|part| *part != "module" && !part.is_empty())
+        .map(|m| format!("{m}-"))
+        .collect();
     match &inst.key {
-        None => sanitize(&inst.name),
-        Some(Json::String(k)) => sanitize(&format!("{}-{k}", inst.name)),
-        Some(k) => sanitize(&format!("{}-{k}", inst.name)),
+        None => sanitize(&format!("{module}{}", inst.name)),
+        Some(Json::String(k)) => sanitize(&format!("{module}{}-{k}", inst.name)),
+        Some(k) => sanitize(&format!("{module}{}-{k}", inst.name)),
     }
 }
 

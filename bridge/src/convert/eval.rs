@@ -43,6 +43,13 @@ pub struct Scope {
     /// The resources and data sources of the module (`type.name` and `data.type.name`),
     /// with whether they repeat (`count` or `for_each`).
     pub objects: BTreeMap<String, bool>,
+    /// The module's path (`module.net`); empty in the root module.
+    pub module_path: String,
+    /// Variables whose value reads another object (a module input such as
+    /// `vpc_id = aws_vpc.main.id`): known only as that reference.
+    pub var_refs: BTreeMap<String, Val>,
+    /// `module.<name>.<output>`: the outputs of the local modules evaluated so far.
+    pub modules: BTreeMap<String, BTreeMap<String, Val>>,
 }
 
 impl Scope {
@@ -141,6 +148,10 @@ fn traversal(root: &Expression, ops: &[TraversalOperator], scope: &Scope) -> Res
         _ => None,
     };
     match (name, attr(0)) {
+        ("var", Some(n)) if scope.var_refs.contains_key(n) => {
+            let v = scope.var_refs.get(n).cloned().unwrap_or_else(Val::null);
+            apply_ops(v, &ops[1..], scope)
+        }
         ("var", Some(n)) => {
             let v = scope
                 .vars
@@ -177,6 +188,13 @@ fn traversal(root: &Expression, ops: &[TraversalOperator], scope: &Scope) -> Res
             Some(n) => object_ref(true, type_name, n, &ops[2..], scope),
             None => err(format!("data.{type_name} needs a name")),
         },
+        ("module", Some(m)) if scope.modules.contains_key(m) => {
+            let output = attr(1).ok_or_else(|| EvalError(format!("module.{m} needs an output")))?;
+            let v = scope.modules[m]
+                .get(output)
+                .ok_or_else(|| EvalError(format!("module.{m} has no output {output:?}")))?;
+            apply_ops(v.clone(), &ops[2..], scope)
+        }
         ("module", _) => err(format!(
             "{} reads a module output; module outputs are inlined only for local modules",
             text(&Expression::Traversal(Box::new(hcl::expr::Traversal::new(
@@ -249,6 +267,7 @@ fn object_ref(
         ));
     }
     Ok(Val::Ref(Ref {
+        module: scope.module_path.clone(),
         data,
         type_name: type_name.to_owned(),
         name: name.to_owned(),

@@ -13,6 +13,7 @@ pub mod exports;
 pub mod funcs;
 pub mod load;
 pub mod module;
+pub mod modules;
 pub mod state;
 pub mod suggest;
 pub mod value;

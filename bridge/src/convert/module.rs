@@ -15,6 +15,8 @@ use super::vars::{note, problem, variables};
 /// One instance of a resource or data block.
 #[derive(Debug, Clone)]
 pub struct Instance {
+    /// The module path (`module.net`); empty in the root module.
+    pub module: String,
     pub data: bool,
     pub type_name: String,
     /// The block's name (the second label).
@@ -37,7 +39,10 @@ pub struct Instance {
 impl Instance {
     /// The Terraform address: `aws_vpc.main`, `data.aws_ami.ubuntu`, `aws_subnet.a[0]`.
     pub fn address(&self) -> String {
-        super::eval::address(self.data, &self.type_name, &self.name, self.key.as_ref())
+        super::value::in_module(
+            &self.module,
+            super::eval::address(self.data, &self.type_name, &self.name, self.key.as_ref()),
+        )
     }
 }
 
@@ -57,11 +62,41 @@ pub struct Evaluated {
 /// Meta-arguments: not provider arguments.
 const META: &[&str] = &["count", "for_each", "provider", "depends_on"];
 
-/// Evaluates `module` with `inputs`.
+/// Evaluates the root module `module` with `inputs`.
 pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
+    evaluate_at(module, inputs, "", BTreeMap::new())
+}
+
+/// Evaluates every local module `module` calls, adding their instances and problems to `out`
+/// and their outputs to `scope` (for `module.<name>.<output>`).
+fn inline_modules(module: &Module, scope: &mut Scope, out: &mut Evaluated) {
+    for b in module.of_kind("module") {
+        match super::modules::prepare(module, b, scope) {
+            Ok(child) => {
+                let ev = evaluate_at(&child.module, &child.inputs, &child.path, child.refs);
+                out.instances.extend(ev.instances);
+                out.problems.extend(ev.problems);
+                let outputs = ev.outputs.into_iter().map(|(k, (v, _))| (k, v)).collect();
+                scope.modules.insert(child.name, outputs);
+            }
+            Err(p) => out.problems.push(p),
+        }
+    }
+}
+
+/// Evaluates `module` at module path `path` (empty for the root), with `refs`: the inputs
+/// that read other objects.
+pub fn evaluate_at(
+    module: &Module,
+    inputs: &Inputs,
+    path: &str,
+    refs: BTreeMap<String, Val>,
+) -> Evaluated {
     let mut out = Evaluated::default();
     let mut scope = Scope {
         module_dir: module.dir.display().to_string(),
+        module_path: path.to_owned(),
+        var_refs: refs,
         ..Scope::default()
     };
     for b in module.of_kind("resource").chain(module.of_kind("data")) {
@@ -80,6 +115,7 @@ pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
     out.vars = scope.vars.clone();
     scope.locals = locals(module, &scope, &mut out.problems);
     out.locals = scope.locals.clone();
+    inline_modules(module, &mut scope, &mut out);
     for b in module.of_kind("resource").chain(module.of_kind("data")) {
         instances(b, &scope, &mut out);
     }
@@ -166,6 +202,7 @@ fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
     };
     for (key, s) in keys {
         let mut inst = Instance {
+            module: scope.module_path.clone(),
             data,
             type_name: type_name.clone(),
             name: name.clone(),

@@ -43,6 +43,8 @@ pub enum Part {
 /// `<mode>.<type>.<name>[<key>].<path>`: an attribute of a resource or data source instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ref {
+    /// The module path of the object (`module.net`, `module.a.module.b`); empty in the root.
+    pub module: String,
     /// `resource` or `data`.
     pub data: bool,
     pub type_name: String,
@@ -56,7 +58,19 @@ pub struct Ref {
 impl Ref {
     /// The Terraform address of the instance referred to, for messages.
     pub fn address(&self) -> String {
-        address(self.data, &self.type_name, &self.name, self.key.as_ref())
+        in_module(
+            &self.module,
+            address(self.data, &self.type_name, &self.name, self.key.as_ref()),
+        )
+    }
+}
+
+/// `address` inside the module at `path` (`module.net.aws_vpc.main`).
+pub fn in_module(path: &str, address: String) -> String {
+    if path.is_empty() {
+        address
+    } else {
+        format!("{path}.{address}")
     }
 }
 

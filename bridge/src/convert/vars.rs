@@ -19,12 +19,17 @@ pub struct Inputs {
     pub env: Vec<(String, String)>,
     /// `--var-file` and `--var`, in command-line order.
     pub given: Vec<Given>,
+    /// Variables given a value that reads another object (a local module's inputs): they
+    /// have a value, not known here, so they are neither missing nor validated.
+    pub refs: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone)]
 pub enum Given {
     File(PathBuf),
     Var(String, String),
+    /// A value given by a `module` block's argument, where it is written.
+    Value(String, Json, Location),
 }
 
 /// Something conversion could not do, with where it is written.
@@ -140,10 +145,11 @@ pub(super) fn variables(
                 };
                 set(&k, Raw::Text(v), &at, problems);
             }
+            Given::Value(k, v, at) => set(&k, Raw::Value(v), &at, problems),
         }
     }
     for (name, b) in &declared {
-        if !values.contains_key(name) {
+        if !values.contains_key(name) && !inputs.refs.contains(name) {
             problems.push(problem(
                 &b.at,
                 &format!("var.{name}"),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use kraken_tests::bench::{env_or, pct, terraform};
 use kraken_tests::operator::bed::provider_config_manifest;
-use kraken_tests::{ControlPlane, TestEnv, kraken_bin, repo_root, scratch_dir};
+use kraken_tests::{ControlPlane, TestEnv, fixture_terraform_header, kraken_bin, scratch_dir};
 use serde_json::json;
 
 const NS: &str = "bench-convert";
@@ -34,16 +34,7 @@ fn main() -> anyhow::Result<()> {
     let kraken = kraken_bin()?;
     let ledger = scratch_dir("bench-convert-ledger-")?;
     let work = scratch_dir("bench-convert-")?;
-    let cp = ControlPlane::start(NS)?;
-    cp.install_crds(
-        &repo_root().join("generated-crds/core"),
-        "kraken.dev/core=true",
-    )?;
-    cp.install_crds(
-        &repo_root().join("generated-crds/fixture"),
-        "tf.kraken.dev/provider=fixture",
-    )?;
-    cp.create_namespace(NS)?;
+    let cp = ControlPlane::with_fixture_kinds(NS, NS)?;
     let pc = provider_config_manifest(
         NS,
         "fixture",
@@ -128,18 +119,7 @@ fn main() -> anyhow::Result<()> {
 fn configuration(n: usize, ledger: &Path) -> String {
     let keys: Vec<String> = (0..n).map(|i| format!("k{i:04} = {}", i % 7 + 1)).collect();
     format!(
-        r#"terraform {{
-  required_providers {{
-    fixture = {{
-      source  = "{source}"
-      version = "1.0.0"
-    }}
-  }}
-}}
-
-provider "fixture" {{
-  ledger_dir = "{ledger}"
-}}
+        r#"{head}
 
 variable "objects" {{
   type    = map(number)
@@ -160,8 +140,7 @@ resource "fixture_object" "o" {{
   labels   = [fixture_object.first.id, each.key]
 }}
 "#,
-        source = kraken_tests::FIXTURE_ADDRESS,
-        ledger = ledger.display(),
+        head = fixture_terraform_header(Some(ledger)),
         keys = keys.join("\n    "),
     )
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use kraken_tests::bench::{env_or, operator_builds, pct};
 use kraken_tests::operator::bed::{object_manifest, provider_config_manifest, yaml_documents};
-use kraken_tests::{ControlPlane, TestEnv, repo_root, scratch_dir};
+use kraken_tests::{ControlPlane, TestEnv, fixture_terraform_header, scratch_dir};
 use serde_json::json;
 
 const NS: &str = "bench-plan";
@@ -35,16 +35,7 @@ fn main() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let ledger = scratch_dir("bench-plan-ledger-")?;
     let work = scratch_dir("bench-plan-")?;
-    let cp = ControlPlane::start(NS)?;
-    cp.install_crds(
-        &repo_root().join("generated-crds/core"),
-        "kraken.dev/core=true",
-    )?;
-    cp.install_crds(
-        &repo_root().join("generated-crds/fixture"),
-        "tf.kraken.dev/provider=fixture",
-    )?;
-    cp.create_namespace(NS)?;
+    let cp = ControlPlane::with_fixture_kinds(NS, NS)?;
     let pc = provider_config_manifest(
         NS,
         "default",
@@ -145,20 +136,8 @@ fn kraken_plan(
 /// A Terraform working directory for the same N objects, initialised from the test mirror.
 fn terraform_dir(env: &TestEnv, n: usize, ledger: &Path) -> anyhow::Result<tempfile::TempDir> {
     let dir = scratch_dir("bench-plan-tf-")?;
-    let version = env.provider("fixture")?.version;
     let config = format!(
-        r#"terraform {{
-  required_providers {{
-    fixture = {{
-      source  = "{source}"
-      version = "{version}"
-    }}
-  }}
-}}
-
-provider "fixture" {{
-  ledger_dir = "{ledger}"
-}}
+        r#"{head}
 
 resource "fixture_object" "o" {{
   count = {n}
@@ -166,8 +145,7 @@ resource "fixture_object" "o" {{
   size  = 1
 }}
 "#,
-        source = kraken_tests::FIXTURE_ADDRESS,
-        ledger = ledger.display(),
+        head = fixture_terraform_header(Some(ledger)),
     );
     std::fs::write(dir.path().join("main.tf"), config)?;
     terraform(env, dir.path(), &["init", "-input=false", "-no-color"])?;

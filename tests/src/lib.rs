@@ -131,6 +131,29 @@ impl TestEnv {
 /// The protocol 6 fixture provider's source address (tests/fixtures/terraform-provider-fixture).
 pub const FIXTURE_ADDRESS: &str = "registry.kraken.dev/kraken/fixture";
 
+/// The `terraform` block requiring the fixture provider (1.0.0) and, with a ledger, its
+/// `provider` block writing there: the head of a Terraform configuration over the fixture.
+pub fn fixture_terraform_header(ledger: Option<&Path>) -> String {
+    let mut text = format!(
+        r#"terraform {{
+  required_providers {{
+    fixture = {{
+      source  = "{FIXTURE_ADDRESS}"
+      version = "1.0.0"
+    }}
+  }}
+}}
+"#
+    );
+    if let Some(ledger) = ledger {
+        text.push_str(&format!(
+            "provider \"fixture\" {{\n  ledger_dir = \"{}\"\n}}\n",
+            ledger.display()
+        ));
+    }
+    text
+}
+
 /// Parse `export KEY=VALUE` lines, with optional single or double quotes around the value.
 pub fn parse_env_file(text: &str) -> HashMap<String, String> {
     text.lines()
@@ -474,6 +497,21 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
+    /// A control plane serving the core kinds and the fixture provider's, with namespace `ns`.
+    pub fn with_fixture_kinds(name: &str, ns: &str) -> anyhow::Result<Self> {
+        let cp = Self::start(name)?;
+        cp.install_crds(
+            &repo_root().join("generated-crds/core"),
+            "kraken.dev/core=true",
+        )?;
+        cp.install_crds(
+            &repo_root().join("generated-crds/fixture"),
+            "tf.kraken.dev/provider=fixture",
+        )?;
+        cp.create_namespace(ns)?;
+        Ok(cp)
+    }
+
     /// Start a fresh control plane in its own run directory.
     pub fn start(name: &str) -> anyhow::Result<Self> {
         let run_dir = testenv_dir()

@@ -12,25 +12,15 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use kraken_tests::operator::bed::{OBJECTS, wait_reconciled};
 use kraken_tests::operator::{FixtureBed, OperatorOptions};
-use kraken_tests::{FIXTURE_ADDRESS, TestEnv, kraken_bin, ledger, scratch_dir};
+use kraken_tests::{TestEnv, fixture_terraform_header, kraken_bin, ledger, scratch_dir};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 
 fn module(ledger: &Path) -> String {
+    let head = fixture_terraform_header(Some(ledger));
     format!(
         r#"
-terraform {{
-  required_providers {{
-    fixture = {{
-      source  = "{FIXTURE_ADDRESS}"
-      version = "1.0.0"
-    }}
-  }}
-}}
-provider "fixture" {{
-  ledger_dir = "{ledger}"
-}}
-variable "env" {{
+{head}variable "env" {{
   type    = string
   default = "dev"
   validation {{
@@ -73,8 +63,7 @@ output "token" {{
   value     = "t0ken"
   sensitive = true
 }}
-"#,
-        ledger = ledger.display()
+"#
     )
 }
 

@@ -16,7 +16,7 @@ use anyhow::{Context as _, ensure};
 use kraken_tests::bench::terraform;
 use kraken_tests::operator::bed::OBJECTS;
 use kraken_tests::operator::{FixtureBed, OperatorOptions};
-use kraken_tests::{FIXTURE_ADDRESS, TestEnv, kraken_bin, ledger, scratch_dir};
+use kraken_tests::{TestEnv, fixture_terraform_header, kraken_bin, ledger, scratch_dir};
 use serde_json::Value;
 
 const CONVERGE: Duration = Duration::from_secs(90);
@@ -33,20 +33,10 @@ const OBJECTS_BY_ADDRESS: [(&str, &str); 7] = [
 ];
 
 fn module(ledger: &Path) -> String {
+    let head = fixture_terraform_header(Some(ledger));
     format!(
         r#"
-terraform {{
-  required_providers {{
-    fixture = {{
-      source  = "{FIXTURE_ADDRESS}"
-      version = "1.0.0"
-    }}
-  }}
-}}
-provider "fixture" {{
-  ledger_dir = "{ledger}"
-}}
-variable "zones" {{
+{head}variable "zones" {{
   type    = map(number)
   default = {{ a = 1, b = 2 }}
 }}
@@ -75,22 +65,16 @@ resource "fixture_object" "uses_child" {{
   size   = 4
   labels = [module.child.inner_id]
 }}
-"#,
-        ledger = ledger.display()
+"#
     )
 }
 
 /// A local module: one object reading the caller's, and an output the caller reads.
 fn child() -> String {
+    let head = fixture_terraform_header(None);
     format!(
         r#"
-terraform {{
-  required_providers {{
-    fixture = {{
-      source = "{FIXTURE_ADDRESS}"
-    }}
-  }}
-}}
+{head}
 variable "prefix" {{
   type = string
 }}

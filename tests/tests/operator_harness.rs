@@ -5,28 +5,19 @@
 //! pass) for the wrong reason.
 
 use anyhow::{Context as _, ensure};
+use kraken_tests::ControlPlane;
 use kraken_tests::operator::bed::{OBJECTS, describe, is_reconciled};
 use kraken_tests::operator::{
     condition, events_for, object_manifest, provider_config_manifest, state_secret_name,
     yaml_documents,
 };
-use kraken_tests::{ControlPlane, repo_root};
 use serde_json::json;
 
 const NS: &str = "harness";
 
 #[test]
 fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
-    let cp = ControlPlane::start("operator-harness")?;
-    cp.install_crds(
-        &repo_root().join("generated-crds/core"),
-        "kraken.dev/core=true",
-    )?;
-    cp.install_crds(
-        &repo_root().join("generated-crds/fixture"),
-        "tf.kraken.dev/provider=fixture",
-    )?;
-    cp.create_namespace(NS)?;
+    let cp = ControlPlane::with_fixture_kinds("operator-harness", NS)?;
 
     // Several documents in one apply, a ProviderConfig among them.
     let docs = [

@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
     let (mut convert, mut peaks, mut check, mut tf_plan) = (vec![], vec![], vec![], vec![]);
     for run in 1..=runs {
         let (took, peak) = kraken_convert(&kraken, &env, (&tf, &out), n)?;
-        let k = kraken_plan(&kraken, (&env, &cp), &out, n)?;
+        let k = kraken_plan(&kraken, &cp, &out, n)?;
         let t = terraform_plan(&tf)?;
         eprintln!(
             "run {run}: convert {:.2} s ({peak} MiB), kraken plan {:.2} s, terraform plan {:.2} s",
@@ -182,26 +182,9 @@ fn kraken_convert(
 }
 
 /// The zero-change check: `kraken plan` of the converted objects must find nothing to do.
-fn kraken_plan(
-    bin: &Path,
-    (env, cp): (&TestEnv, &ControlPlane),
-    out: &Path,
-    n: usize,
-) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    let run = Command::new(bin)
-        .arg("plan")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig())
-        .arg("--plugin-dir")
-        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
-        .arg("-f")
-        .arg(out.join("resource-fixture-object.yaml"))
-        .arg("--no-color")
-        .stdin(Stdio::null())
-        .output()
-        .context("running kraken plan")?;
-    let took = started.elapsed();
+fn kraken_plan(bin: &Path, cp: &ControlPlane, out: &Path, n: usize) -> anyhow::Result<Duration> {
+    let (run, took) =
+        kraken_tests::bench::kraken_plan(bin, cp, &out.join("resource-fixture-object.yaml"))?;
     let stdout = String::from_utf8_lossy(&run.stdout);
     let want = format!(
         "Plan: 0 to create, 0 to update, 0 to replace, {} unchanged.",

@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
     let mut terraform = Vec::new();
     for run in 1..=runs {
         for (b, times) in builds.iter().zip(kraken.iter_mut()) {
-            let k = kraken_plan(&b.bin, (&env, &cp), &manifests, n)?;
+            let k = kraken_plan(&b.bin, &cp, &manifests, n)?;
             eprintln!(
                 "run {run}: kraken plan ({}) {:.2} s",
                 b.label,
@@ -99,24 +99,11 @@ fn main() -> anyhow::Result<()> {
 /// One `kraken plan` of the N manifests with `bin`: it must plan N creates and exit 2.
 fn kraken_plan(
     bin: &Path,
-    (env, cp): (&TestEnv, &ControlPlane),
+    cp: &ControlPlane,
     manifests: &Path,
     n: usize,
 ) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    let out = Command::new(bin)
-        .arg("plan")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig())
-        .arg("--plugin-dir")
-        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
-        .arg("-f")
-        .arg(manifests)
-        .arg("--no-color")
-        .stdin(Stdio::null())
-        .output()
-        .context("running kraken plan")?;
-    let took = started.elapsed();
+    let (out, took) = kraken_tests::bench::kraken_plan(bin, cp, manifests)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let want = format!("Plan: {n} to create, 0 to update, 0 to replace, 0 unchanged.");
     ensure!(

@@ -131,6 +131,31 @@ pub fn terraform(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `bin plan -f <manifests> --no-color` against `cp`, with the test mirror as plugin dir: its
+/// output and how long it took.
+pub fn kraken_plan(
+    bin: &std::path::Path,
+    cp: &crate::ControlPlane,
+    manifests: &std::path::Path,
+) -> anyhow::Result<(std::process::Output, std::time::Duration)> {
+    use anyhow::Context as _;
+    let env = crate::TestEnv::load()?;
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(bin)
+        .arg("plan")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig())
+        .arg("--plugin-dir")
+        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
+        .arg("-f")
+        .arg(manifests)
+        .arg("--no-color")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running kraken plan")?;
+    Ok((out, started.elapsed()))
+}
+
 /// Samples the resident memory of groups of processes every 200 ms on a thread and keeps
 /// each group's peak (its processes' VmRSS summed at one instant) and last sample.
 pub struct RssSampler {

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::{Operator, OperatorOptions, metric_samples, metric_sum};
-use crate::{ControlPlane, repo_root, scratch_dir, wait_for};
+use crate::{ControlPlane, scratch_dir, wait_for};
 
 /// API group/version and kind of the fixture provider's `fixture_object`.
 pub const OBJECT_API_VERSION: &str = "fixture.tf.kraken.dev/v1alpha1";
@@ -40,17 +40,8 @@ impl FixtureBed {
     /// `default` (`ledgerDir` only), and an operator that answers `/readyz`.
     pub fn start(name: &str, opts: OperatorOptions) -> anyhow::Result<Self> {
         let started = std::time::Instant::now();
-        let cp = ControlPlane::start(&format!("op-{name}"))?;
-        cp.install_crds(
-            &repo_root().join("generated-crds/core"),
-            "kraken.dev/core=true",
-        )?;
-        cp.install_crds(
-            &repo_root().join("generated-crds/fixture"),
-            "tf.kraken.dev/provider=fixture",
-        )?;
         let ns = format!("op-{name}");
-        cp.create_namespace(&ns)?;
+        let cp = ControlPlane::with_fixture_kinds(&ns, &ns)?;
         let ledger = scratch_dir("kraken-ledger-")?;
         let op = Operator::start(&cp, opts)?;
         let mut bed = Self { op, cp, ns, ledger };

@@ -311,6 +311,12 @@ fn kraken_measure(
                 .skip(1)
                 .collect()
         }),
+        // Both at one instant: what the two take together.
+        Box::new(move || {
+            let mut both = vec![op];
+            both.extend(descendants(op).unwrap_or_default().into_iter().skip(1));
+            both
+        }),
     ]);
     let w0 = api_writes(&ab.bed.op.metrics()?);
     let start = Instant::now();
@@ -734,8 +740,15 @@ fn memory_table(runs: &[KrakenRun], tf: &TerraformRun) {
             mib(prov.0),
             mib(prov.1)
         );
+        let both = r.memory.get(2).copied().unwrap_or_default();
         println!(
-            "| operator + provider | | {} (the peaks summed) | {} |",
+            "| operator + provider, at one instant | | {} ({} MB) | {} |",
+            mib(both.0),
+            both.0 / 1_000_000,
+            mib(both.1)
+        );
+        println!(
+            "| operator + provider, each one's peak summed | | {} | {} |",
             mib(op.0 + prov.0),
             mib(op.1 + prov.1)
         );

@@ -116,7 +116,7 @@ macro_rules! provider_adapter {
                 let decoded = parts
                     .diagnostics
                     .iter()
-                    .map(|d| proto::Diagnostic::decode(d.as_slice()))
+                    .map(|d| proto::Diagnostic::decode(d.clone()))
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(store::malformed)?;
                 let diagnostics = diagnostics(decoded);
@@ -139,7 +139,7 @@ macro_rules! provider_adapter {
                     functions: store::entries(parts.functions)?
                         .into_iter()
                         .map(|(k, f)| {
-                            let f = proto::Function::decode(f.as_slice()).map_err(store::malformed)?;
+                            let f = proto::Function::decode(f).map_err(store::malformed)?;
                             Ok((k, function(f)?))
                         })
                         .collect::<Result<_>>()?,

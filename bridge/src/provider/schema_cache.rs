@@ -35,8 +35,9 @@ pub fn file_for(dir: &Path, binary: &Path, protocol: u32) -> Option<PathBuf> {
 
 /// The answer stored in `file`, if there is a readable one.
 pub fn load(file: &Path) -> Option<SchemaParts> {
-    let bytes = std::fs::read(file).ok()?;
-    match SchemaParts::decode(bytes.as_slice()) {
+    // One buffer: the types the store keeps are slices of it.
+    let bytes = bytes::Bytes::from(std::fs::read(file).ok()?);
+    match SchemaParts::decode(bytes) {
         Ok(parts) => Some(parts),
         Err(e) => {
             tracing::warn!(file = %file.display(), "ignoring an unreadable cached schema: {e}");
@@ -73,8 +74,8 @@ mod tests {
         let file = file_for(dir.path(), &binary, 6).expect("file");
         assert!(load(&file).is_none(), "nothing cached yet");
         let parts = SchemaParts {
-            provider: Some(vec![1, 2]),
-            resources: vec![vec![3]],
+            provider: Some(bytes::Bytes::from_static(&[1, 2])),
+            resources: vec![bytes::Bytes::from_static(&[3])],
             ..Default::default()
         };
         store(&file, &parts);

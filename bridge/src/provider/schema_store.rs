@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+
 use super::schema::{ProviderSchema, Schema};
 use super::{ProviderError, Result, TypeOf};
 use crate::value::Type;
@@ -19,24 +21,24 @@ use crate::value::Type;
 /// field is a repeated entry message on the wire, so each map entry arrives as one element.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SchemaParts {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    pub provider: Option<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "2")]
-    pub resources: Vec<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "3")]
-    pub data_sources: Vec<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "4")]
-    pub diagnostics: Vec<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "5")]
-    pub provider_meta: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "6")]
-    pub capabilities: Option<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "7")]
-    pub functions: Vec<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "8")]
-    pub ephemeral_resources: Vec<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "9")]
-    pub list_resources: Vec<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    pub provider: Option<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "2")]
+    pub resources: Vec<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "3")]
+    pub data_sources: Vec<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "4")]
+    pub diagnostics: Vec<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "5")]
+    pub provider_meta: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "6")]
+    pub capabilities: Option<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "7")]
+    pub functions: Vec<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "8")]
+    pub ephemeral_resources: Vec<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "9")]
+    pub list_resources: Vec<Bytes>,
 }
 
 /// One map entry: `key = 1`, `value = 2`, the value still encoded.
@@ -44,15 +46,16 @@ pub struct SchemaParts {
 struct Entry {
     #[prost(string, tag = "1")]
     key: String,
-    #[prost(bytes = "vec", tag = "2")]
-    value: Vec<u8>,
+    #[prost(bytes = "bytes", tag = "2")]
+    value: Bytes,
 }
 
-/// The map entries of one map field as `(key, encoded value)`.
-pub fn entries(raw: Vec<Vec<u8>>) -> Result<Vec<(String, Vec<u8>)>> {
+/// The map entries of one map field as `(key, encoded value)`. The values are slices of the
+/// answer's buffer, not copies.
+pub fn entries(raw: Vec<Bytes>) -> Result<Vec<(String, Bytes)>> {
     raw.into_iter()
         .map(|bytes| {
-            let entry: Entry = prost::Message::decode(bytes.as_slice()).map_err(malformed)?;
+            let entry: Entry = prost::Message::decode(bytes).map_err(malformed)?;
             Ok((entry.key, entry.value))
         })
         .collect()
@@ -87,7 +90,7 @@ pub type DecodeSchema = fn(&[u8]) -> Result<Schema>;
 
 /// The types not decoded yet, by map and name.
 struct Encoded {
-    types: HashMap<(TypeOf, String), Box<[u8]>>,
+    types: HashMap<(TypeOf, String), Bytes>,
     decode: DecodeSchema,
 }
 
@@ -109,7 +112,7 @@ impl SchemaStore {
     /// type is decoded when first asked about.
     pub fn new(
         mut base: ProviderSchema,
-        types: Vec<(TypeOf, String, Vec<u8>)>,
+        types: Vec<(TypeOf, String, Bytes)>,
         decode: DecodeSchema,
         docs: bool,
     ) -> Result<Self> {
@@ -128,7 +131,7 @@ impl SchemaStore {
         let implied = ImpliedTypes::new(&base);
         let types = types
             .into_iter()
-            .map(|(of, name, bytes)| ((of, name), bytes.into_boxed_slice()))
+            .map(|(of, name, bytes)| ((of, name), bytes))
             .collect();
         Ok(Self {
             current: Mutex::new(Arc::new(base)),
@@ -291,9 +294,21 @@ mod tests {
     fn a_lazy_store_decodes_a_type_when_asked_and_keeps_it() {
         let types = || {
             vec![
-                (TypeOf::Resource, "a".to_owned(), b"doc a".to_vec()),
-                (TypeOf::Resource, "b".to_owned(), b"doc b".to_vec()),
-                (TypeOf::DataSource, "a".to_owned(), b"doc".to_vec()),
+                (
+                    TypeOf::Resource,
+                    "a".to_owned(),
+                    Bytes::from_static(b"doc a"),
+                ),
+                (
+                    TypeOf::Resource,
+                    "b".to_owned(),
+                    Bytes::from_static(b"doc b"),
+                ),
+                (
+                    TypeOf::DataSource,
+                    "a".to_owned(),
+                    Bytes::from_static(b"doc"),
+                ),
             ]
         };
         let store =
@@ -336,11 +351,17 @@ mod tests {
     fn map_entries_read_back_from_the_wire_form() {
         let entry = Entry {
             key: "aws_vpc".into(),
-            value: vec![1, 2, 3],
+            value: Bytes::from_static(&[1, 2, 3]),
         };
-        let wire = prost::Message::encode_to_vec(&entry);
+        let wire = Bytes::from(prost::Message::encode_to_vec(&entry));
         let read = entries(vec![wire]).expect("entry");
-        assert_eq!(read, vec![("aws_vpc".to_owned(), vec![1, 2, 3])]);
-        assert!(entries(vec![vec![0xff]]).is_err(), "garbage is an error");
+        assert_eq!(
+            read,
+            vec![("aws_vpc".to_owned(), Bytes::from_static(&[1, 2, 3]))]
+        );
+        assert!(
+            entries(vec![Bytes::from_static(&[0xff])]).is_err(),
+            "garbage is an error"
+        );
     }
 }

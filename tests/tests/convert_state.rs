@@ -149,17 +149,7 @@ fn convert(
 
 /// `kraken plan -f <file>` against the bed: (exit code, stdout and stderr).
 fn plan(bed: &FixtureBed, file: &Path) -> anyhow::Result<(Option<i32>, String)> {
-    let env = TestEnv::load()?;
-    let run = Command::new(kraken_bin()?)
-        .arg("plan")
-        .arg("--kubeconfig")
-        .arg(bed.cp.kubeconfig())
-        .arg("--plugin-dir")
-        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
-        .arg("-f")
-        .arg(file)
-        .arg("--no-color")
-        .output()?;
+    let (run, _) = kraken_tests::bench::kraken_plan(&kraken_bin()?, &bed.cp, file)?;
     Ok((
         run.status.code(),
         format!(

@@ -146,6 +146,32 @@ check_terraform_mirror() {
 	fi
 }
 
+# The image test (tests/tests/image.rs) builds with buildah and runs the image's root file system
+# the way a runtime does: buildah, strip (binutils), unshare and mount (util-linux), a CA
+# bundle. Debian packages, installed with apt-get when missing and we are root.
+ensure_system_tools() {
+	local missing=() tool
+	for tool in buildah:buildah strip:binutils unshare:util-linux mount:mount; do
+		command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+	done
+	[[ -s /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
+	((${#missing[@]})) || return 0
+	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+		die "missing system packages: ${missing[*]} (Debian: apt-get install ${missing[*]})"
+	fi
+	log "installing ${missing[*]} (apt-get; log $LOG_DIR/apt-get.log)"
+	run_logged "$LOG_DIR/apt-get.log" apt_install "${missing[@]}"
+	((RUN_RC == 0)) || die "apt-get install ${missing[*]} failed; log: $LOG_DIR/apt-get.log"
+	for tool in buildah strip unshare; do
+		command -v "$tool" >/dev/null || die "$tool is still missing after apt-get"
+	done
+}
+
+apt_install() {
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" ||
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; }
+}
+
 cmd_install() {
 	local start=$SECONDS
 	case ${1:-} in
@@ -164,6 +190,7 @@ cmd_install() {
 	GO_CMD=$(find_go) || die "no Go toolchain found (looked for \$GO, go on PATH, /usr/local/go/bin/go)"
 	command -v openssl >/dev/null || die "openssl is required (apt-get install openssl)"
 	command -v "${PYTHON:-python3}" >/dev/null || die "python3 is required (for moto and free ports)"
+	ensure_system_tools
 
 	# have[PEER] is set for every peer that is there (built now or before), and only those go
 	# into the env file; without --only, a missing one fails the install.

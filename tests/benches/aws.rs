@@ -21,8 +21,11 @@
 //! Knobs: `KRAKEN_BENCH_AWS_N` (per type, default 100), `KRAKEN_BENCH_AWS_CHANGES` (Kraken
 //! change samples, default 10), `KRAKEN_BENCH_AWS_TF_CHANGES` (default 3),
 //! `KRAKEN_BENCH_AWS_CONCURRENCY` (comma-separated, default `10`),
-//! `KRAKEN_BENCH_AWS_TF_PARALLELISM` (default 10), and `KRAKEN_BENCH_OPERATORS`
-//! (`label=path,...`: the operator builds to run, one Kraken pass each, in one run).
+//! `KRAKEN_BENCH_AWS_TF_PARALLELISM` (default 10), `KRAKEN_BENCH_OPERATORS`
+//! (`label=path,...`: the operator builds to run, one Kraken pass each, in one run), and
+//! `KRAKEN_BENCH_AWS_PROVIDER_ENV` (`;`-separated variants of the provider processes'
+//! environment, each `NAME=value,...` or empty for none, one Kraken pass each: for example
+//! `;GOGC=50` compares Go's default collector with a tighter one, side by side).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -240,16 +243,24 @@ struct KrakenRun {
 /// Terraform's against the same moto, reset in between.
 fn pass(
     build: &OperatorBuild,
+    provider_env: &[(String, String)],
     concurrency: u32,
     n: usize,
     changes: usize,
     terraform: Option<(usize, usize)>,
 ) -> anyhow::Result<(KrakenRun, f64, Option<TerraformRun>)> {
+    // The administrator's way to set a provider's environment: the variable in the
+    // operator's environment, passed on with `--provider-env`.
     let opts = OperatorOptions {
         label: format!("aws-{}-{concurrency}", build.label),
         rust_log: "warn".into(),
         leader_elect: false,
         bin: Some(build.bin.clone()),
+        env: provider_env.to_vec(),
+        args: provider_env
+            .iter()
+            .flat_map(|(k, _)| ["--provider-env".to_owned(), k.clone()])
+            .collect(),
         ..OperatorOptions::default()
     };
     let name = format!("bench-aws-{}-{concurrency}", build.label);
@@ -599,13 +610,23 @@ fn main() -> anyhow::Result<()> {
     let mut runs = Vec::new();
     let mut moto_ms = Vec::new();
     let mut tf = None;
-    let passes: Vec<(OperatorBuild, u32)> = operator_builds()?
-        .into_iter()
-        .flat_map(|b| concurrency.iter().map(move |c| (b.clone(), *c)))
-        .collect();
-    for (i, (build, c)) in passes.iter().enumerate() {
+    let variants = provider_env_variants()?;
+    let mut passes: Vec<(OperatorBuild, &ProviderEnv, u32)> = Vec::new();
+    for build in operator_builds()? {
+        for env in &variants {
+            for c in &concurrency {
+                let mut build = build.clone();
+                if !env.is_empty() {
+                    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    build.label = format!("{} {}", build.label, vars.join(" "));
+                }
+                passes.push((build, env, *c));
+            }
+        }
+    }
+    for (i, (build, env, c)) in passes.iter().enumerate() {
         let with_tf = (i == 0).then_some((tf_changes, parallelism));
-        let (run, ms, t) = pass(build, *c, n, changes, with_tf)?;
+        let (run, ms, t) = pass(build, env, *c, n, changes, with_tf)?;
         eprintln!(
             "kraken {build} maxConcurrency {c}: {} Ready in {:.1} s, changes p50 {}, deleted in {} s",
             3 * n,
@@ -629,6 +650,30 @@ fn main() -> anyhow::Result<()> {
     let tf = tf.context("no Terraform pass ran")?;
     report(n, &version, parallelism, &runs, &tf, median(moto_ms));
     Ok(())
+}
+
+/// Variables set for the provider processes (through the operator's `--provider-env`).
+type ProviderEnv = Vec<(String, String)>;
+
+/// `KRAKEN_BENCH_AWS_PROVIDER_ENV`: the provider environments to run, default one (none).
+fn provider_env_variants() -> anyhow::Result<Vec<ProviderEnv>> {
+    let Ok(spec) = std::env::var("KRAKEN_BENCH_AWS_PROVIDER_ENV") else {
+        return Ok(vec![Vec::new()]);
+    };
+    spec.split(';')
+        .map(|variant| {
+            variant
+                .split(',')
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| {
+                    let (k, val) = v.trim().split_once('=').with_context(|| {
+                        format!("KRAKEN_BENCH_AWS_PROVIDER_ENV: {v:?} is not NAME=value")
+                    })?;
+                    Ok((k.to_owned(), val.to_owned()))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Seconds with one decimal, or `—` when not measured.

@@ -9,6 +9,7 @@
 pub mod aws_api;
 pub mod bench;
 pub mod delay_proxy;
+pub mod image;
 pub mod moto;
 pub mod operator;
 pub mod registry_server;

@@ -47,6 +47,14 @@ pub struct OperatorOptions {
     /// The `kraken` binary to run; `None` builds this checkout's ([`kraken_bin`]). Benchmarks
     /// set it to compare two builds side by side.
     pub bin: Option<PathBuf>,
+    /// Run under this kubeconfig instead of the control plane's admin one (the chart test's
+    /// ServiceAccount identity).
+    pub kubeconfig: Option<PathBuf>,
+    /// `--plugin-dir` instead of `$KRAKEN_TEST_PLUGIN_DIR` (a path inside a chroot).
+    pub plugin_dir: Option<PathBuf>,
+    /// Run the container image's entry point in its unpacked root file system instead of
+    /// `bin` (the paths above are then the ones inside it).
+    pub chroot: Option<crate::image::Chroot>,
 }
 
 impl Default for OperatorOptions {
@@ -58,6 +66,9 @@ impl Default for OperatorOptions {
             args: Vec::new(),
             leader_elect: true,
             bin: None,
+            kubeconfig: None,
+            plugin_dir: None,
+            chroot: None,
         }
     }
 }
@@ -88,8 +99,11 @@ impl Operator {
         let log_path = cp.run_dir().join(format!("operator-{}.log", opts.label));
         let mut op = Self {
             bin,
-            kubeconfig: cp.kubeconfig().to_path_buf(),
-            plugin_dir,
+            kubeconfig: opts
+                .kubeconfig
+                .clone()
+                .unwrap_or_else(|| cp.kubeconfig().to_path_buf()),
+            plugin_dir: opts.plugin_dir.clone().unwrap_or(plugin_dir),
             opts,
             log_path,
             child: None,
@@ -119,7 +133,10 @@ impl Operator {
             now.subsec_millis(),
             self.metrics_addr
         )?;
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = match &self.opts.chroot {
+            Some(chroot) => chroot.command(),
+            None => Command::new(&self.bin),
+        };
         cmd.arg("operator")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)

@@ -616,9 +616,13 @@ fn main() -> anyhow::Result<()> {
         for env in &variants {
             for c in &concurrency {
                 let mut build = build.clone();
-                if !env.is_empty() {
-                    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    build.label = format!("{} {}", build.label, vars.join(" "));
+                // The label names the pass's namespace: `head-gogc50` for GOGC=50.
+                for (k, v) in env.iter() {
+                    let var: String = format!("{k}{v}")
+                        .chars()
+                        .filter(char::is_ascii_alphanumeric)
+                        .collect();
+                    build.label = format!("{}-{}", build.label, var.to_ascii_lowercase());
                 }
                 passes.push((build, env, *c));
             }

@@ -55,6 +55,9 @@ pub struct OperatorOptions {
     /// Run the container image's entry point in its unpacked root file system instead of
     /// `bin` (the paths above are then the ones inside it).
     pub chroot: Option<crate::image::Chroot>,
+    /// Off: only `operator --kubeconfig K --metrics-addr A` and [`Self::args`], as a
+    /// deployment runs it (no `--plugin-dir`, no `--lease-namespace`: the chart test).
+    pub standard_args: bool,
 }
 
 impl Default for OperatorOptions {
@@ -69,6 +72,7 @@ impl Default for OperatorOptions {
             kubeconfig: None,
             plugin_dir: None,
             chroot: None,
+            standard_args: true,
         }
     }
 }
@@ -140,12 +144,14 @@ impl Operator {
         cmd.arg("operator")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .arg("--plugin-dir")
-            .arg(&self.plugin_dir)
             .arg("--metrics-addr")
-            .arg(self.metrics_addr.to_string())
-            .arg("--lease-namespace")
-            .arg("default");
+            .arg(self.metrics_addr.to_string());
+        if self.opts.standard_args {
+            cmd.arg("--plugin-dir")
+                .arg(&self.plugin_dir)
+                .arg("--lease-namespace")
+                .arg("default");
+        }
         if !self.opts.leader_elect {
             cmd.arg("--no-leader-elect");
         }

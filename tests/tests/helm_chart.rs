@@ -132,3 +132,118 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The optional objects and pod settings render only when asked, and the API server admits
+/// them (the ServiceMonitor's CRD is not installed here, so it is checked as rendered text).
+#[test]
+fn optional_values_render_what_they_say() -> anyhow::Result<()> {
+    let plain = helm_template(&[])?;
+    for absent in [
+        "kind: ServiceMonitor",
+        "kind: PodDisruptionBudget",
+        "priorityClassName",
+        "role-arn",
+    ] {
+        ensure!(!plain.contains(absent), "{absent} rendered by default");
+    }
+    let rendered = helm_template(&[
+        "metrics.expose=true",
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.labels.release=prom",
+        "podDisruptionBudget.enabled=true",
+        "replicas=2",
+        "priorityClassName=system-cluster-critical",
+        "extraEnv[0].name=HTTPS_PROXY",
+        "extraEnv[0].value=http://proxy:3128",
+        "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::123456789012:role/kraken",
+        "podAnnotations.example\\.com/team=platform",
+        "nodeSelector.kubernetes\\.io/os=linux",
+        "tolerations[0].key=dedicated",
+        "tolerations[0].operator=Exists",
+    ])?;
+    for line in [
+        "kind: ServiceMonitor",
+        "release: prom",
+        "kind: PodDisruptionBudget",
+        "minAvailable: 1",
+        "priorityClassName: system-cluster-critical",
+        "- name: HTTPS_PROXY",
+        "value: http://proxy:3128",
+        "eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/kraken",
+        "example.com/team: platform",
+        "kubernetes.io/os: linux",
+        "key: dedicated",
+    ] {
+        ensure!(
+            rendered.contains(line),
+            "the chart lacks {line:?}:\n{rendered}"
+        );
+    }
+    // Everything but the ServiceMonitor goes to the real API server.
+    let docs: Vec<&str> = rendered
+        .split("\n---")
+        .filter(|d| !d.contains("kind: ServiceMonitor"))
+        .collect();
+    let cp = ControlPlane::start("helm-values")?;
+    cp.create_namespace("kraken-system")?;
+    let out = cp.kubectl_stdin(
+        &[
+            "apply",
+            "--dry-run=server",
+            "-n",
+            "kraken-system",
+            "-f",
+            "-",
+        ],
+        docs.join("\n---").as_bytes(),
+    )?;
+    ensure!(
+        out.status.success(),
+        "the API server refused the chart: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// `helm lint` is clean, and values.schema.json refuses mistakes with a message naming the
+/// value.
+#[test]
+fn lint_is_clean_and_the_schema_refuses_bad_values() -> anyhow::Result<()> {
+    let env = kraken_tests::TestEnv::load()?;
+    let helm = env.path("KRAKEN_TEST_HELM")?;
+    let lint = std::process::Command::new(&helm)
+        .args(["lint", "--strict"])
+        .arg(repo_root().join("charts/kraken"))
+        .output()?;
+    ensure!(
+        lint.status.success(),
+        "helm lint --strict: {}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+    for (set, says) in [
+        ("replicas=two", "/replicas"),
+        ("operator.concurency=3", "'concurency' not allowed"),
+        (
+            "operator.providerIdleTimeout=2d",
+            "/operator/providerIdleTimeout",
+        ),
+        ("metrics.port=80800", "/metrics/port"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("resources.limits.memory=lots", "/resources/limits/memory"),
+        ("operator.providerEnv={AWS-*}", "/operator/providerEnv/0"),
+        (
+            "networkPolicy.egressExcept={169.254.0.0}",
+            "/networkPolicy/egressExcept/0",
+        ),
+    ] {
+        let err = match helm_template(&[set]) {
+            Ok(_) => anyhow::bail!("helm accepted {set}"),
+            Err(e) => format!("{e:#}"),
+        };
+        ensure!(
+            err.contains("don't meet the specifications of the schema") && err.contains(says),
+            "helm's refusal of {set} does not say {says:?}: {err}"
+        );
+    }
+    Ok(())
+}

@@ -1,4 +1,12 @@
-{{- define "kraken.name" -}}{{ .Release.Name }}-kraken{{- end -}}
+{{- /* The name of the release's objects: the release name when it already says kraken
+(`helm install kraken` gives kraken, not kraken-kraken), else <release>-kraken. */ -}}
+{{- define "kraken.name" -}}
+{{- if contains "kraken" .Release.Name -}}
+{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else -}}
+{{ printf "%s-kraken" .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+{{- end -}}
 {{- define "kraken.labels" -}}
 app.kubernetes.io/name: kraken
 app.kubernetes.io/instance: {{ .Release.Name }}

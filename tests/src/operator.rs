@@ -198,6 +198,19 @@ impl Operator {
         Ok(())
     }
 
+    /// SIGSTOP the operator process alone (its providers keep running): a pause, as a frozen
+    /// VM or a stalled process gives one.
+    pub fn pause(&self) -> anyhow::Result<()> {
+        let pid = self.pid().context("the operator is not running")?;
+        signal("-STOP", &[pid])
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    pub fn resume(&self) -> anyhow::Result<()> {
+        let pid = self.pid().context("the operator is not running")?;
+        signal("-CONT", &[pid])
+    }
+
     /// Kill (if running) and start again, with a new metrics port; the log is appended to.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill()?;

@@ -76,6 +76,11 @@ pub struct OperatorArgs {
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "kraken-operator", value_name = "NAME")]
     pub lease_name: String,
+    /// How long a leader's Lease lasts without renewal: a standby takes over at most this long
+    /// after the leader dies. The leader renews every 2/15 of it and stops writing (its writes
+    /// are fenced) when it could not renew for 2/3 of it, before anyone else may take over.
+    #[arg(long, default_value = "10s", value_parser = parse_lease_duration, value_name = "DURATION")]
+    pub lease_duration: std::time::Duration,
     /// How many resources are reconciled at once, per kind (and how many DependencyRequests
     /// and ConfigExports are resolved at once).
     #[arg(long, default_value_t = 64)]
@@ -135,6 +140,15 @@ pub struct OperatorArgs {
     pub aws_adopt_untagged: bool,
 }
 
+/// A lease of at least 3 s: its renew period (2/15) must leave room for an API round trip.
+fn parse_lease_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d < std::time::Duration::from_secs(3) {
+        return Err(format!("a lease of {s} is too short: at least 3s"));
+    }
+    Ok(d)
+}
+
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     crate::kit::time::parse_duration(s)
         .ok_or_else(|| format!("invalid duration {s:?} (e.g. 10m, 90s, 1h30m)"))
@@ -159,6 +173,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         leader_elect: !args.no_leader_elect,
         lease_namespace: args.lease_namespace,
         lease_name: args.lease_name,
+        lease_duration: args.lease_duration,
         identity: format!("{host}-{}", std::process::id()),
         concurrency: args.concurrency.max(1),
         provider_idle_timeout: args.provider_idle_timeout,

@@ -74,6 +74,9 @@ pub mod reason {
     /// The provider did not answer in time; it was replaced and the request is retried.
     pub const PROVIDER_TIMEOUT: &str = "ProviderTimeout";
     pub const API_ERROR: &str = "ApiError";
+    /// A replica whose leadership is not current tried to write (`kit::fence`); only in
+    /// metrics and logs, never on an object.
+    pub const FENCED: &str = "Fenced";
     /// A deletion waits for the objects that still need this one (its users, its readers).
     pub const IN_USE: &str = "InUse";
     /// The object's kind is not reconciled: its Provider was deleted (forced) with it in place.

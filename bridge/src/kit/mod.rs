@@ -1,16 +1,18 @@
 //! The low kit every controller builds on, importing nothing above it: conditions and the
 //! [`conditions::Condition`] type, Events ([`events`]), the finalizer flow ([`finalizer`]),
 //! Prometheus [`metrics`], durations, jitter and backoff ([`time`]), stable hashing
-//! ([`hash`]), derived names ([`names`]) and whose they are ([`ownership`]), error chains ([`errors`]) and bounded text ([`text`]).
+//! ([`hash`]), derived names ([`names`]) and whose they are ([`ownership`]), error chains ([`errors`]) and bounded text ([`text`]),
+//! and the [`fence`] that stops a replica's writes when its leadership is not current.
 //!
 //! [`Kit`] bundles what every controller holds: the API client, the metrics, the Event
-//! publisher and the failure backoff.
+//! publisher, the failure backoff and the fence.
 
 pub mod conditions;
 pub mod errors;
 pub mod events;
 #[cfg(test)]
 pub mod fake_api;
+pub mod fence;
 pub mod finalizer;
 pub mod hash;
 pub mod metrics;
@@ -34,6 +36,8 @@ pub struct Kit {
     pub metrics: Arc<metrics::Metrics>,
     pub events: events::Publisher,
     pub backoff: time::Backoff,
+    /// Whether this replica may write now ([`fence`]); open without leader election.
+    pub fence: fence::Fence,
 }
 
 impl Kit {
@@ -52,7 +56,13 @@ impl Kit {
             client,
             metrics,
             backoff: time::Backoff::default(),
+            fence: fence::Fence::open(),
         }
+    }
+
+    /// The same kit with writes fenced by `fence` (the operator's, when it elects a leader).
+    pub fn with_fence(self, fence: fence::Fence) -> Self {
+        Self { fence, ..self }
     }
 
     /// Queues an Event about `regarding` (published in the background, see [`events`]) and

@@ -36,6 +36,11 @@ pub enum Error {
     Api(#[source] kube::Error),
     #[error("{0}")]
     State(#[from] super::state::StateError),
+    /// This replica may not write now: its leadership is not current, or a newer leader has
+    /// written this object's state since this pass read it (`kit::fence`). Nothing is
+    /// reported on the object (the leader does that); the pass is retried.
+    #[error(transparent)]
+    Fenced(#[from] crate::kit::fence::Fenced),
 }
 
 impl From<kube::Error> for Error {
@@ -65,6 +70,7 @@ impl Error {
             Error::ExternalObjectMissing(_) => reason::EXTERNAL_OBJECT_MISSING,
             Error::Api(_) => reason::API_ERROR,
             Error::State(_) => reason::INVALID_SPEC,
+            Error::Fenced(_) => reason::FENCED,
         }
     }
 

@@ -78,6 +78,8 @@ pub async fn reconcile(
         }
         // The API server is the one failing: nothing to report on the object, retry.
         Err(Error::Api(e) | Error::Source(crate::source::Error::Api(e))) => Err(Error::Api(e)),
+        // Not this replica's to report: the current leader reconciles the object.
+        Err(e @ Error::Fenced(_)) => Err(e),
         Err(err) => {
             k.ctx.metrics.reconcile_failed(&k.label, err.reason());
             report(&mut run, &err).await?;

@@ -41,6 +41,30 @@ pub struct Stored {
     pub create_attempt: Option<String>,
 }
 
+/// The leader epoch (`kit::fence`) whose replica last wrote a state Secret.
+pub const EPOCH_ANNOTATION: &str = "kraken.dev/leader-epoch";
+
+/// The epoch recorded on a state Secret; 0 when none is (written without leader election, or
+/// before epochs were recorded).
+pub fn epoch_of(secret: &Secret) -> u64 {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EPOCH_ANNOTATION))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Records `epoch` on the state Secret about to be written.
+pub fn stamp_epoch(secret: &mut Secret, epoch: u64) {
+    secret
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(EPOCH_ANNOTATION.to_owned(), epoch.to_string());
+}
+
 /// The state Secret's name for resource `name` of `kind` in API `group`:
 /// `<kind>-<name>.<group>-tfstate` ([`crate::kit::names`]).
 pub fn secret_name(group: &str, kind: &str, name: &str) -> String {

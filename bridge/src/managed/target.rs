@@ -180,8 +180,10 @@ pub(super) async fn destroy_object(
 }
 
 /// Carries out a plan; a failed conversation (crash, transport) is an `ApplyFailed` Event
-/// and a transient error: the provider may or may not have acted.
+/// and a transient error: the provider may or may not have acted. Only while this replica's
+/// leadership is current (`kit::fence`): one that wakes from a pause acts on nothing.
 pub(super) async fn apply_plan(run: &Run<'_>, t: &Target<'_>, plan: &Plan) -> Result<Applied> {
+    run.k.ctx.fence.check()?;
     match lifecycle::apply(t.host(), plan).await {
         Ok(applied) => Ok(applied),
         Err(e) => {

@@ -3,7 +3,7 @@
 //! Secret, status, Events.
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
@@ -33,9 +33,9 @@ pub struct Run<'a> {
     /// `status.atProvider` and published only in the outputs Secret, whatever the schema
     /// says of the argument.
     pub sensitive_inputs: std::collections::BTreeSet<String>,
-    /// The uid of this object's state Secret, once loaded or written (`None`: none is
-    /// known to be this object's).
-    state_uid: std::sync::Mutex<Option<String>>,
+    /// The uid and resourceVersion of this object's state Secret, once loaded or written
+    /// (`None`: none is known to be this object's). Writes are conditional on the version.
+    state_uid: std::sync::Mutex<Option<(String, Option<String>)>>,
     /// The uid of the old-named state Secret this pass read (see `load_legacy_state`).
     legacy_uid: std::sync::Mutex<Option<String>>,
 }
@@ -157,9 +157,18 @@ impl<'a> Run<'a> {
     }
 
     /// Records the uid of this object's state Secret; returns the one recorded before.
-    fn set_state_uid(&self, uid: Option<String>) -> Option<String> {
+    /// Remembers the state Secret this pass read or wrote (by its metadata), returning the
+    /// uid known before.
+    fn set_state_seen(&self, meta: Option<&ObjectMeta>) -> Option<String> {
+        let seen = meta.and_then(|m| Some((m.uid.clone()?, m.resource_version.clone())));
         let mut known = self.state_uid.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::replace(&mut *known, uid)
+        std::mem::replace(&mut *known, seen).map(|(uid, _)| uid)
+    }
+
+    /// The resourceVersion of the state Secret this pass last read or wrote, if any.
+    fn state_version(&self) -> Option<String> {
+        let known = self.state_uid.lock().unwrap_or_else(|e| e.into_inner());
+        known.as_ref().and_then(|(_, rv)| rv.clone())
     }
 
     /// The state Secret's name (`kit::names`).
@@ -182,16 +191,18 @@ impl<'a> Run<'a> {
     pub async fn load_state(&self) -> Result<Option<Stored>> {
         let name = self.state_secret_name();
         let Some(secret) = self.secrets.get_opt(&name).await? else {
-            self.set_state_uid(None);
+            self.set_state_seen(None);
             return self.load_legacy_state().await;
         };
         match ownership::claim(&secret.metadata, &self.owner()?) {
             Claim::Mine => {
-                self.set_state_uid(secret.metadata.uid.clone());
+                // A newer leader wrote it: this replica must not act on it, nor over it.
+                self.k.ctx.fence.superseded_by(state::epoch_of(&secret))?;
+                self.set_state_seen(Some(&secret.metadata));
                 Ok(Some(Stored::from_secret(&secret)?))
             }
             Claim::Predecessor => {
-                self.set_state_uid(None);
+                self.set_state_seen(None);
                 Ok(None)
             }
             Claim::Foreign(whose) => Err(Error::NotOwned(ownership::refused(
@@ -241,12 +252,22 @@ impl<'a> Run<'a> {
         Ok(ownership::delete_by_uid(&self.secrets, &legacy, &uid).await?)
     }
 
-    /// Writes the state Secret. It carries this object as its controller owner, so the API
-    /// server refuses the write when another object controls a Secret of this name (made
-    /// since [`Self::load_state`] looked).
+    /// Writes the state Secret, stamped with this replica's leader epoch (`kit::fence`), only
+    /// while its leadership is current. It carries this object as its controller owner, so the
+    /// API server refuses the write when another object controls a Secret of this name (made
+    /// since [`Self::load_state`] looked). It is conditional on the version this pass read or
+    /// last wrote: one written in between (by a newer leader) is not written over, and the
+    /// pass stops as fenced.
     pub async fn save_state(&self, stored: &Stored) -> Result<()> {
         let name = self.state_secret_name();
-        let secret = stored.to_secret(&name, &self.namespace, self.owner()?);
+        let epoch = self.k.ctx.fence.check()?;
+        let mut secret = stored.to_secret(&name, &self.namespace, self.owner()?);
+        state::stamp_epoch(&mut secret, epoch);
+        let version = match self.state_version() {
+            Some(v) => Some(v),
+            None => self.version_to_write_over(&name).await?,
+        };
+        secret.metadata.resource_version = version;
         self.count("secrets", "apply");
         let written = self
             .secrets
@@ -258,8 +279,16 @@ impl<'a> Run<'a> {
             .await;
         match written {
             Ok(s) => {
-                self.set_state_uid(s.metadata.uid);
+                self.set_state_seen(Some(&s.metadata));
                 self.retire_legacy_state().await
+            }
+            Err(kube::Error::Api(e))
+                if e.code == 409 && !ownership::is_refusal(&kube::Error::Api(e.clone())) =>
+            {
+                Err(crate::kit::fence::Fenced(format!(
+                    "the state Secret {name} changed since this pass read it"
+                ))
+                .into())
             }
             Err(e) if ownership::is_refusal(&e) => Err(Error::NotOwned(
                 ownership::refusal_message(&e, &format!("Secret {name}")),
@@ -268,12 +297,31 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Writing a state Secret this pass did not read: the version of the one there now when
+    /// it is a predecessor's (left by an earlier object of this name, taken over), `None` when
+    /// there is none; one of this object's that appeared since the pass looked was written by
+    /// another replica, and this pass stops as fenced.
+    async fn version_to_write_over(&self, name: &str) -> Result<Option<String>> {
+        let Some(current) = self.secrets.get_opt(name).await? else {
+            return Ok(None);
+        };
+        match ownership::claim(&current.metadata, &self.owner()?) {
+            Claim::Mine => Err(crate::kit::fence::Fenced(format!(
+                "the state Secret {name} was written since this pass looked"
+            ))
+            .into()),
+            Claim::Predecessor => Ok(current.metadata.resource_version),
+            // Written over by the apply, which the API server refuses (controller owner).
+            Claim::Foreign(_) => Ok(current.metadata.resource_version),
+        }
+    }
+
     /// Deletes the state Secret this object stored (by uid: never a Secret of the name that is
     /// not the one it loaded or wrote).
     pub async fn delete_state(&self) -> Result<()> {
         self.retire_legacy_state().await?;
         let name = self.state_secret_name();
-        let known = self.set_state_uid(None);
+        let known = self.set_state_seen(None);
         let uid = match known {
             Some(uid) => Some(uid),
             // Not read in this pass (an orphaning deletion): whether there is one of this
@@ -320,6 +368,7 @@ impl<'a> Run<'a> {
         if self.obj.data.get("status") == Some(&self.status) {
             return Ok(());
         }
+        self.k.ctx.fence.check()?;
         for attempt in 0..3 {
             let mut body = self.obj.clone();
             body.data["status"] = self.status.clone();

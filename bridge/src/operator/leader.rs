@@ -27,6 +27,8 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
+use crate::kit::fence::Fence;
+
 use record::{Decision, Observer, claim, decide, fresh, holder_of, released};
 
 fn is_conflict(err: &kube::Error) -> bool {
@@ -35,8 +37,8 @@ fn is_conflict(err: &kube::Error) -> bool {
 
 /// One attempt's outcome.
 enum Attempt {
-    /// This identity holds the Lease now.
-    Held,
+    /// This identity holds the Lease now, in this epoch (`leaseTransitions`).
+    Held(u64),
     /// Someone else does (or won the race to write it).
     Standby { holder: String },
 }
@@ -50,6 +52,14 @@ pub struct LeaderElection {
     lease: Duration,
     renew_deadline: Duration,
     retry: Duration,
+    /// Granted each term, renewed with each renewal, revoked when the Lease is lost.
+    fence: Option<Fence>,
+}
+
+/// The epoch a Lease records: how many times it changed holders.
+fn epoch_of(lease: &Lease) -> u64 {
+    let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
+    u64::try_from(transitions.unwrap_or(0)).unwrap_or(0)
 }
 
 impl LeaderElection {
@@ -64,6 +74,35 @@ impl LeaderElection {
             lease: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry: Duration::from_secs(2),
+            fence: None,
+        }
+    }
+
+    /// Timing derived from one lease duration the way client-go's defaults relate (15 s, 10 s,
+    /// 2 s): renew deadline two thirds of it, retry two fifteenths.
+    pub fn with_lease_duration(self, lease: Duration) -> Self {
+        let renew_deadline = lease.mul_f64(2.0 / 3.0);
+        let retry = lease.mul_f64(2.0 / 15.0);
+        self.with_timing(lease, renew_deadline, retry)
+    }
+
+    /// Keeps `fence` current: granted while this candidate leads, revoked when it stops.
+    pub fn with_fence(self, fence: Fence) -> Self {
+        Self {
+            fence: Some(fence),
+            ..self
+        }
+    }
+
+    fn grant(&self, epoch: u64, renewed: Instant) {
+        if let Some(f) = &self.fence {
+            f.grant(epoch, (renewed + self.renew_deadline).into_std());
+        }
+    }
+
+    fn revoke(&self) {
+        if let Some(f) = &self.fence {
+            f.revoke();
         }
     }
 
@@ -91,9 +130,9 @@ impl LeaderElection {
             let attempt =
                 tokio::time::timeout(self.renew_deadline, self.try_acquire(&mut observer));
             match attempt.await {
-                Ok(Ok(Attempt::Held)) => {
-                    info!(lease = %self.name, identity = %self.identity, "acquired the leader lease");
-                    return self.lead(started);
+                Ok(Ok(Attempt::Held(epoch))) => {
+                    info!(lease = %self.name, identity = %self.identity, epoch, "acquired the leader lease");
+                    return self.lead(started, epoch);
                 }
                 Ok(Ok(Attempt::Standby { holder })) => {
                     if last_holder.as_deref() != Some(holder.as_str()) {
@@ -116,7 +155,7 @@ impl LeaderElection {
         let Some(lease) = self.api.get_opt(&self.name).await? else {
             let fresh = fresh(&self.name, &self.identity, now, self.lease);
             return match self.api.create(&PostParams::default(), &fresh).await {
-                Ok(_) => Ok(Attempt::Held),
+                Ok(created) => Ok(Attempt::Held(epoch_of(&created))),
                 Err(err) if is_conflict(&err) => Ok(Attempt::Standby {
                     holder: "another candidate (it created the lease first)".into(),
                 }),
@@ -138,7 +177,7 @@ impl LeaderElection {
             .replace(&self.name, &PostParams::default(), &claimed)
             .await
         {
-            Ok(_) => Ok(Attempt::Held),
+            Ok(written) => Ok(Attempt::Held(epoch_of(&written))),
             Err(err) if is_conflict(&err) => {
                 debug!(lease = %self.name, previous = %holder, "lost a race to write the leader lease");
                 Ok(Attempt::Standby {
@@ -178,10 +217,11 @@ impl LeaderElection {
         Ok(None)
     }
 
-    /// Starts renewing a Lease acquired by a write sent at `renewed`.
-    fn lead(&self, renewed: Instant) -> Leadership {
+    /// Starts renewing a Lease acquired in `epoch` by a write sent at `renewed`.
+    fn lead(&self, renewed: Instant, epoch: u64) -> Leadership {
+        self.grant(epoch, renewed);
         let (lost_tx, lost) = watch::channel(false);
-        let renewer = tokio::spawn(self.clone().renew_loop(renewed, lost_tx));
+        let renewer = tokio::spawn(self.clone().renew_loop(renewed, epoch, lost_tx));
         Leadership {
             election: self.clone(),
             lost,
@@ -192,7 +232,7 @@ impl LeaderElection {
     /// Renews every `retry` until a renewal finds another holder or none has succeeded for
     /// `renew_deadline` (timed from when the last successful write was sent, the conservative
     /// end), then reports the loss.
-    async fn renew_loop(self, mut renewed: Instant, lost: watch::Sender<bool>) {
+    async fn renew_loop(self, mut renewed: Instant, epoch: u64, lost: watch::Sender<bool>) {
         let mut tick = tokio::time::interval_at(renewed + self.retry, self.retry);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -204,6 +244,7 @@ impl LeaderElection {
             match tokio::time::timeout(budget, self.renew()).await {
                 Ok(Ok(None)) => {
                     renewed = started;
+                    self.grant(epoch, renewed);
                     continue;
                 }
                 Ok(Ok(Some(holder))) => {
@@ -224,6 +265,7 @@ impl LeaderElection {
                 break;
             }
         }
+        self.revoke();
         lost.send_replace(true);
     }
 }
@@ -254,6 +296,7 @@ impl Leadership {
             ..
         } = self;
         renewer.0.abort();
+        election.revoke();
         // Wait for an in-flight renewal to be dropped; a write it already sent is harmless, as
         // the release below re-reads the Lease and replaces by resourceVersion.
         let _ = (&mut renewer.0).await;

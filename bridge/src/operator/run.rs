@@ -46,6 +46,8 @@ pub struct Options {
     pub leader_elect: bool,
     pub lease_namespace: String,
     pub lease_name: String,
+    /// The Lease's duration; the renew deadline and retry period follow from it.
+    pub lease_duration: Duration,
     pub identity: String,
     pub concurrency: u16,
     pub provider_idle_timeout: Duration,
@@ -126,7 +128,12 @@ fn wire(
 ) -> Wiring {
     let mut dirs = opts.plugin_dirs.clone();
     dirs.push(opts.install.cache_dir.clone());
-    let kit = Arc::new(Kit::new(client.clone(), metrics.clone()));
+    let fence = if opts.leader_elect {
+        crate::kit::fence::Fence::leased()
+    } else {
+        crate::kit::fence::Fence::open()
+    };
+    let kit = Arc::new(Kit::new(client.clone(), metrics.clone()).with_fence(fence));
     let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
     source.allow_plaintext = opts.allow_provider_plaintext;
     source.schema_cache = Some(crate::installer::schema_cache_dir(&opts.install));
@@ -168,7 +175,9 @@ async fn lead(
         &opts.lease_namespace,
         &opts.lease_name,
         opts.identity.clone(),
-    );
+    )
+    .with_lease_duration(opts.lease_duration)
+    .with_fence(wiring.kit.fence.clone());
     let metrics = &wiring.kit.metrics;
     let mut shutdown = Box::pin(shutdown_signal());
     loop {

@@ -247,3 +247,27 @@ fn lint_is_clean_and_the_schema_refuses_bad_values() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The Grafana dashboard renders, when asked, as a ConfigMap holding the chart's JSON.
+#[test]
+fn the_dashboard_renders_only_when_asked() -> anyhow::Result<()> {
+    ensure!(
+        !helm_template(&[])?.contains("kraken.json"),
+        "a dashboard by default"
+    );
+    let rendered = helm_template(&["grafanaDashboard.enabled=true"])?;
+    ensure!(
+        rendered.contains("grafana_dashboard: \"1\""),
+        "no sidecar label"
+    );
+    let file = std::fs::read_to_string(repo_root().join("charts/kraken/dashboards/kraken.json"))?;
+    let parsed: serde_json::Value = serde_json::from_str(&file)?;
+    ensure!(
+        parsed["panels"].as_array().is_some_and(|p| p.len() >= 10),
+        "panels"
+    );
+    for line in file.lines().filter(|l| l.contains("\"expr\"")) {
+        ensure!(rendered.contains(line.trim()), "the ConfigMap lacks {line}");
+    }
+    Ok(())
+}

@@ -45,6 +45,8 @@ pub struct Hub {
     pub client: Client,
     pub index: Arc<Index>,
     pub metrics: Arc<Metrics>,
+    /// Told when the requests' cache has synced (`/readyz`).
+    pub readiness: Arc<crate::kit::readiness::Readiness>,
     /// Requests to resolve again: the other members of a cycle one request found.
     retrigger: tokio::sync::mpsc::UnboundedSender<ObjectRef<DependencyRequest>>,
     retriggered: std::sync::Mutex<
@@ -124,12 +126,18 @@ impl Hub {
             client,
             index,
             metrics,
+            readiness: Arc::default(),
             retrigger,
             retriggered: std::sync::Mutex::new(Some(rx)),
             versions: std::sync::OnceLock::new(),
             declarations: std::sync::Mutex::default(),
             fetching: std::sync::Mutex::default(),
         }
+    }
+
+    /// The same hub reporting its cache to `readiness`.
+    pub fn with_readiness(self, readiness: Arc<crate::kit::readiness::Readiness>) -> Self {
+        Self { readiness, ..self }
     }
 }
 
@@ -170,6 +178,17 @@ pub async fn run(
     .default_backoff()
     .touched_objects();
     tracing::info!("starting the dependency hub");
+    let _pending = spawn_pending_gauge(reader.clone(), hub.metrics.clone());
+    let _synced = {
+        let mut cache = hub.readiness.cache("DependencyRequest.core.kraken.dev");
+        let reader = reader.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            if crate::kit::readiness::store_synced(&reader).await {
+                cache.synced();
+            }
+            std::future::pending::<()>().await;
+        }))
+    };
     Controller::for_stream(requests, reader)
         .reconcile_on(retriggered(&hub))
         .watches_stream(
@@ -189,6 +208,41 @@ pub async fn run(
         })
         .await;
     tracing::info!("dependency hub stopped");
+}
+
+/// `kraken_hub_pending_requests`: the requests in the cache not `Ready=True` (resolved), every
+/// 5 s. Stopped when the returned guard drops.
+fn spawn_pending_gauge(
+    reader: reflector::Store<DependencyRequest>,
+    metrics: Arc<crate::kit::metrics::Metrics>,
+) -> AbortOnDrop {
+    AbortOnDrop(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let pending = reader
+                .state()
+                .iter()
+                .filter(|dr| {
+                    let conditions = dr.status.as_ref().map(|s| s.conditions.as_slice());
+                    !conditions
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == READY && c.status == conditions::ConditionStatus::True)
+                })
+                .count();
+            metrics.set_hub_pending(i64::try_from(pending).unwrap_or(i64::MAX));
+        }
+    }))
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The requests as the watch sees them, into the hub's cache (`writer`), each change also

@@ -83,6 +83,14 @@ pub mod reason {
     pub const KIND_SUSPENDED: &str = "KindSuspended";
 }
 
+/// Whether `status.conditions` (of a status object as JSON) has `type_` with status `True`.
+pub fn is_true(status: &serde_json::Value, type_: &str) -> bool {
+    status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == type_ && c["status"] == "True")
+    })
+}
+
 /// Now, as a condition's `lastTransitionTime` (RFC 3339, whole seconds).
 pub fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()

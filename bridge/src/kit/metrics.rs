@@ -81,6 +81,7 @@ struct ProviderMetrics {
     processes: Gauge,
     launches: Gauge,
     rss: Family<ProcessLabels, Gauge>,
+    restarts: Family<ProcessLabels, Gauge>,
 }
 
 impl ProviderMetrics {
@@ -118,11 +119,21 @@ impl ProviderMetrics {
             Some(Unit::Bytes),
             Family::default(),
         );
+        let restarts = reg(
+            r,
+            (
+                "provider_restarts",
+                "Times each live provider process was relaunched after it died, per provider and ProviderConfig",
+            ),
+            None,
+            Family::default(),
+        );
         Self {
             rpc_duration,
             processes,
             launches,
             rss,
+            restarts,
         }
     }
 }
@@ -139,6 +150,8 @@ pub struct Metrics {
     events_dropped: Counter,
     provider: ProviderMetrics,
     managed_resources: Family<KindLabels, Gauge>,
+    ready_resources: Family<KindLabels, Gauge>,
+    hub_pending: Gauge,
     leader: Gauge,
 }
 
@@ -193,6 +206,21 @@ impl Metrics {
             None,
             Family::default(),
         );
+        let ready_resources = reg(
+            r,
+            ("ready_resources", "Objects that are Ready=True, per kind"),
+            None,
+            Family::default(),
+        );
+        let hub_pending = reg(
+            r,
+            (
+                "hub_pending_requests",
+                "DependencyRequests not resolved (waiting for a producer, a Secret or a ConfigMap)",
+            ),
+            None,
+            Gauge::default(),
+        );
         let leader = reg(
             r,
             (
@@ -212,6 +240,8 @@ impl Metrics {
             events_dropped,
             provider,
             managed_resources,
+            ready_resources,
+            hub_pending,
             leader,
         }
     }
@@ -286,6 +316,33 @@ impl Metrics {
                 })
                 .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
         }
+    }
+
+    /// How often each live provider host relaunched its process, as `(provider,
+    /// ProviderConfig, restarts)`.
+    pub fn set_provider_restarts(&self, samples: &[(String, String, u64)]) {
+        self.provider.restarts.clear();
+        for (provider, config, n) in samples {
+            self.provider
+                .restarts
+                .get_or_create(&ProcessLabels {
+                    provider: provider.clone(),
+                    config: config.clone(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Objects of `kind` that are `Ready=True` now.
+    pub fn set_ready_resources(&self, kind: &str, n: i64) {
+        self.ready_resources
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .set(n);
+    }
+
+    /// DependencyRequests not resolved now (waiting for a producer, a Secret, a ConfigMap).
+    pub fn set_hub_pending(&self, n: i64) {
+        self.hub_pending.set(n);
     }
 
     /// Objects of `kind` being managed now.

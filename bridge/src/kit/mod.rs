@@ -18,6 +18,7 @@ pub mod hash;
 pub mod metrics;
 pub mod names;
 pub mod ownership;
+pub mod readiness;
 pub mod status;
 pub mod text;
 pub mod time;
@@ -38,6 +39,8 @@ pub struct Kit {
     pub backoff: time::Backoff,
     /// Whether this replica may write now ([`fence`]); open without leader election.
     pub fence: fence::Fence,
+    /// What `/readyz` reports: leadership, and the caches controllers register ([`readiness`]).
+    pub readiness: Arc<readiness::Readiness>,
 }
 
 impl Kit {
@@ -57,7 +60,13 @@ impl Kit {
             metrics,
             backoff: time::Backoff::default(),
             fence: fence::Fence::open(),
+            readiness: Arc::default(),
         }
+    }
+
+    /// The same kit reporting to `readiness` (the one `/readyz` serves).
+    pub fn with_readiness(self, readiness: Arc<readiness::Readiness>) -> Self {
+        Self { readiness, ..self }
     }
 
     /// The same kit with writes fenced by `fence` (the operator's, when it elects a leader).

@@ -88,6 +88,9 @@ pub struct KindContext {
     /// The resourceVersion each object (by uid) had after this controller last wrote it: a
     /// reconcile reads the object at least that new, even before the watch has seen the write.
     pub written: Mutex<HashMap<String, u64>>,
+    /// The uids of this kind's objects whose last reconcile left them `Ready=True`
+    /// (`kraken_ready_resources`).
+    pub ready: Mutex<std::collections::HashSet<String>>,
 }
 
 impl KindContext {
@@ -102,6 +105,21 @@ impl KindContext {
                 map.remove(uid);
             }
         }
+    }
+
+    /// Records whether object `uid` is Ready after a reconcile (`false` also when it is gone).
+    pub fn note_ready(&self, uid: &str, ready: bool) {
+        let mut set = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        if ready {
+            set.insert(uid.to_owned());
+        } else {
+            set.remove(uid);
+        }
+    }
+
+    /// Objects of this kind Ready now.
+    pub fn ready_count(&self) -> usize {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// The version to read object `uid` at: the newer of what the watch saw (`seen`) and what
@@ -176,6 +194,18 @@ pub async fn run_kind(
         Api::all_with(ctx.client.clone(), &kind.resource);
     let writer: Writer<PartialObjectMeta<DynamicObject>> = Writer::new(kind.resource.clone());
     let reader = writer.as_reader();
+    // /readyz waits (while leading) until this kind's objects are listed.
+    let synced = {
+        let mut cache = ctx.readiness.cache(&kind.label());
+        let reader = reader.clone();
+        tokio::spawn(async move {
+            if crate::kit::readiness::store_synced(&reader).await {
+                cache.synced();
+            }
+            // Kept until the controller stops (the task is aborted with it).
+            std::future::pending::<()>().await;
+        })
+    };
     let stream = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(strip)
@@ -184,26 +214,31 @@ pub async fn run_kind(
         .predicate_filter(trigger_hash, Default::default());
     let label = kind.label();
     tracing::info!(kind = %label, type_name = %kind.type_name, "starting controller");
-    // kraken_managed_resources{kind}: the objects in this kind's cache, every 5 s.
-    let metrics = ctx.metrics.clone();
+    let kctx = Arc::new(KindContext {
+        ctx,
+        label: label.clone(),
+        kind: kind.clone(),
+        written: Mutex::default(),
+        ready: Mutex::default(),
+    });
+    // kraken_managed_resources{kind} (the objects in this kind's cache) and
+    // kraken_ready_resources{kind}, every 5 s.
+    let metrics = kctx.ctx.metrics.clone();
     let gauge = {
-        let (reader, metrics) = (reader.clone(), metrics.clone());
-        let kind_name = kind.resource.kind.clone();
+        let (reader, metrics, k) = (reader.clone(), metrics.clone(), kctx.clone());
+        // The same `kind` label as the reconcile metrics: Kind.group, unique across providers.
+        let kind_name = label.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(5));
             loop {
                 tick.tick().await;
                 let n = i64::try_from(reader.state().len()).unwrap_or(i64::MAX);
                 metrics.set_managed_resources(&kind_name, n);
+                let ready = i64::try_from(k.ready_count()).unwrap_or(i64::MAX);
+                metrics.set_ready_resources(&kind_name, ready);
             }
         })
     };
-    let kctx = Arc::new(KindContext {
-        ctx,
-        label: label.clone(),
-        kind: kind.clone(),
-        written: Mutex::default(),
-    });
     // A change of one of this kind's DependencyRequests (resolved values) reconciles its
     // consumer: the hub's watch of the requests passes it on.
     let triggers = {
@@ -227,8 +262,10 @@ pub async fn run_kind(
             std::future::ready(())
         })
         .await;
+    synced.abort();
     gauge.abort();
-    metrics.set_managed_resources(&kind.resource.kind, 0);
+    metrics.set_managed_resources(&label, 0);
+    metrics.set_ready_resources(&label, 0);
     tracing::info!(kind = %kind.label(), "controller stopped");
 }
 

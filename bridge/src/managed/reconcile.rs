@@ -53,6 +53,7 @@ pub async fn reconcile(
         Ok(obj) => obj,
         Err(kube::Error::Api(e)) if e.code == 404 => {
             k.wrote(&seen_uid, None);
+            k.note_ready(&seen_uid, false);
             return Ok(Action::await_change());
         }
         Err(e) => return Err(e.into()),
@@ -71,6 +72,8 @@ pub async fn reconcile(
         Ok(spec) => pass(&mut run, &spec).await,
         Err(e) => Err(e),
     };
+    let ready = crate::kit::conditions::is_true(&run.status, crate::kit::conditions::READY);
+    k.note_ready(&uid, ready && run.obj.metadata.deletion_timestamp.is_none());
     match result {
         Ok(action) => {
             k.ctx.backoff.succeeded(&uid);

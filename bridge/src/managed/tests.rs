@@ -75,6 +75,7 @@ impl Env {
             label: kind.label(),
             kind,
             written: Mutex::default(),
+            ready: Default::default(),
         });
         api.insert(
             "providerconfigs",

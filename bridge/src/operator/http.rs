@@ -8,7 +8,6 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -57,8 +56,8 @@ impl Default for Limits {
 #[derive(Debug, Clone)]
 pub struct HttpState {
     pub metrics: Arc<Metrics>,
-    /// `/readyz` answers 200 while this is true, 503 otherwise.
-    pub ready: Arc<AtomicBool>,
+    /// What `/readyz` answers: 200 with the role, or 503 with what it waits for.
+    pub ready: Arc<crate::kit::readiness::Readiness>,
     /// Whether this listener serves `/metrics` (a health-only listener does not).
     pub with_metrics: bool,
 }
@@ -140,7 +139,7 @@ async fn serve_connection(
     }
 }
 
-/// The response to `method path`; pure apart from reading the metrics and the ready flag.
+/// The response to `method path`; pure apart from reading the metrics and the readiness.
 fn respond(state: &HttpState, method: &Method, path: &str) -> Response<Full<Bytes>> {
     let known =
         matches!(path, "/healthz" | "/readyz") || (path == "/metrics" && state.with_metrics);
@@ -162,8 +161,16 @@ fn respond(state: &HttpState, method: &Method, path: &str) -> Response<Full<Byte
                 .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
             response
         }
-        "/readyz" if !state.ready.load(Ordering::Acquire) => {
-            text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        "/readyz" => {
+            let (ready, line) = state.ready.report();
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            let mut response = Response::new(Full::new(Bytes::from(line)));
+            *response.status_mut() = status;
+            response
         }
         _ => text(StatusCode::OK, "ok\n"),
     }
@@ -204,7 +211,7 @@ mod tests {
     fn state() -> HttpState {
         HttpState {
             metrics: Arc::new(Metrics::new()),
-            ready: Arc::new(AtomicBool::new(false)),
+            ready: Arc::default(),
             with_metrics: true,
         }
     }
@@ -223,7 +230,7 @@ mod tests {
                 "GET",
                 "/readyz",
                 "HTTP/1.1 503 Service Unavailable",
-                "not ready\n",
+                "starting\n",
             ),
             ("GET", "/nope", "HTTP/1.1 404 Not Found", "not found\n"),
             (
@@ -239,9 +246,22 @@ mod tests {
             assert!(response.ends_with(body), "{method} {path}: {response}");
         }
 
-        ready.store(true, Ordering::Release);
+        ready.set_started();
         let response = request(addr, "GET", "/readyz").await;
         assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(
+            response.ends_with("standby: another replica leads\n"),
+            "{response}"
+        );
+        ready.set_leading(true);
+        let cache = ready.cache("Object.fixture.tf.kraken.dev");
+        let response = request(addr, "GET", "/readyz").await;
+        assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+        assert!(
+            response.contains("Object.fixture.tf.kraken.dev"),
+            "{response}"
+        );
+        drop(cache);
 
         let response = request(addr, "GET", "/metrics").await;
         assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");

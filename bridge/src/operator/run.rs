@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -69,7 +68,7 @@ pub struct Options {
 pub async fn run(opts: Options) -> anyhow::Result<()> {
     let client = client(opts.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
-    let ready = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(crate::kit::readiness::Readiness::default());
     let state = HttpState {
         metrics: metrics.clone(),
         ready: ready.clone(),
@@ -106,7 +105,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         crate::managed::plan_key::PlanKey::load_or_create(&client, &opts.lease_namespace)
             .await
             .context("the key of plan ids")?;
-    let wiring = wire(&opts, &client, &metrics, &pool, plan_key);
+    let wiring = wire(&opts, &client, (&metrics, &ready), &pool, plan_key);
     let table = controllers(&wiring);
     lead(&opts, &client, &wiring, &table, &ready).await;
     let waiting = wiring.kit.events.flush(Duration::from_secs(5)).await;
@@ -122,7 +121,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 fn wire(
     opts: &Options,
     client: &kube::Client,
-    metrics: &Arc<Metrics>,
+    (metrics, ready): (&Arc<Metrics>, &Arc<crate::kit::readiness::Readiness>),
     pool: &Arc<ProviderPool>,
     plan_key: crate::managed::plan_key::PlanKey,
 ) -> Wiring {
@@ -133,7 +132,11 @@ fn wire(
     } else {
         crate::kit::fence::Fence::open()
     };
-    let kit = Arc::new(Kit::new(client.clone(), metrics.clone()).with_fence(fence));
+    let kit = Arc::new(
+        Kit::new(client.clone(), metrics.clone())
+            .with_fence(fence)
+            .with_readiness(ready.clone()),
+    );
     let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
     source.allow_plaintext = opts.allow_provider_plaintext;
     source.schema_cache = Some(crate::installer::schema_cache_dir(&opts.install));
@@ -168,7 +171,7 @@ async fn lead(
     client: &kube::Client,
     wiring: &Wiring,
     table: &[(&'static str, Start)],
-    ready: &AtomicBool,
+    ready: &crate::kit::readiness::Readiness,
 ) {
     let election = LeaderElection::new(
         client.clone(),
@@ -182,7 +185,7 @@ async fn lead(
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         // A standby is ready: it serves its endpoints and waits for the Lease.
-        ready.store(true, Ordering::Relaxed);
+        ready.set_started();
         let mut leadership = if opts.leader_elect {
             tracing::info!(lease = %opts.lease_name, identity = %opts.identity, "campaigning for leadership");
             tokio::select! {
@@ -193,6 +196,7 @@ async fn lead(
             None
         };
         metrics.set_leader(true);
+        ready.set_leading(true);
         // Another replica may have published while this one was not leading.
         wiring.hub_index.forget_published();
         tracing::info!("leading: starting controllers");
@@ -221,6 +225,7 @@ async fn lead(
             }
         }
         metrics.set_leader(false);
+        ready.set_leading(false);
         if exiting {
             if let Some(l) = leadership {
                 l.release().await;
@@ -255,11 +260,14 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
     let concurrency = w.concurrency;
     let install = w.install.clone();
     let installer = w.installer.clone();
-    let hub = Arc::new(crate::hub::controller::Hub::new(
-        w.kit.client.clone(),
-        w.hub_index.clone(),
-        w.kit.metrics.clone(),
-    ));
+    let hub = Arc::new(
+        crate::hub::controller::Hub::new(
+            w.kit.client.clone(),
+            w.hub_index.clone(),
+            w.kit.metrics.clone(),
+        )
+        .with_readiness(w.kit.readiness.clone()),
+    );
     let exporter = Arc::new(crate::hub::export::Exporter {
         kit: w.kit.clone(),
         index: w.hub_index.clone(),
@@ -359,6 +367,7 @@ fn spawn_pool_gauges(
             metrics.set_provider_processes(i64::try_from(stats.processes).unwrap_or(i64::MAX));
             metrics.set_provider_launches(i64::try_from(stats.launches).unwrap_or(i64::MAX));
             metrics.set_provider_memory(&pool.memory().await);
+            metrics.set_provider_restarts(&pool.restarts());
         }
     })
 }

@@ -430,6 +430,21 @@ impl ProviderPool {
         samples
     }
 
+    /// How often each live host relaunched its process after it died, as `(provider,
+    /// ProviderConfig, restarts)`.
+    pub fn restarts(&self) -> Vec<(String, String, u64)> {
+        let state = self.state();
+        state
+            .entries
+            .iter()
+            .filter_map(|(k, e)| e.cell.get().map(|h| (k, h.launches())))
+            .map(|(k, launches)| {
+                let provider = format!("{} {}", k.address, k.version);
+                (provider, k.config_name.clone(), launches.saturating_sub(1))
+            })
+            .collect()
+    }
+
     pub fn stats(&self) -> PoolStats {
         let state = self.state();
         let live = state.entries.values().filter(|e| e.cell.get().is_some());

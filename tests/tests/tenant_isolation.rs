@@ -77,6 +77,12 @@ fn a_provider_does_not_inherit_the_operators_identity() -> anyhow::Result<()> {
             env.get("KRAKEN_FIXTURE_APPLY_DELAY_MS").map(String::as_str) == Some("1"),
             "the opted-in variable was not passed on: {env:?}"
         );
+        // The operator's default for Go's collector (`--provider-gogc`).
+        anyhow::ensure!(
+            env.get("GOGC").map(String::as_str) == Some("50"),
+            "GOGC is {:?}, not the operator's default 50",
+            env.get("GOGC")
+        );
         Ok(())
     })();
     bed.finish(result)

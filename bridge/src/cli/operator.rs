@@ -101,6 +101,12 @@ pub struct OperatorArgs {
         value_parser = crate::provider::env::parse_pattern
     )]
     pub provider_env: Vec<String>,
+    /// GOGC for provider processes (Go's garbage collector target; Terraform's providers are
+    /// Go programs). 50 keeps a long-lived provider's heap smaller than Go's default 100 at a
+    /// little more GC CPU: hashicorp/aws peaked 16 MiB lower at the same speed in the AWS
+    /// benchmark. 0 leaves Go's default; `--provider-env GOGC` passes the operator's own value.
+    #[arg(long, default_value_t = 50, value_name = "PERCENT")]
+    pub provider_gogc: u32,
     /// Provider processes one namespace may run at once (one per ProviderConfig in use and
     /// provider version). A ProviderConfig past it reports ProviderUnavailable, naming the
     /// limit, until another goes idle or is deleted.
@@ -178,6 +184,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency.max(1),
         provider_idle_timeout: args.provider_idle_timeout,
         provider_env: args.provider_env,
+        provider_gogc: args.provider_gogc,
         allow_provider_plaintext: args.allow_provider_plaintext,
         max_providers_per_namespace: args.max_providers_per_namespace.max(1),
         provider_deadlines: crate::provider::Deadlines {

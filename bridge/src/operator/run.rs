@@ -61,6 +61,8 @@ pub struct Options {
     /// What EC2Instances may do with the operator's standing (`--aws-*`).
     pub aws: crate::ec2::policy::AwsPolicy,
     pub provider_max_concurrency: usize,
+    /// GOGC for provider processes (`--provider-gogc`; 0: Go's default).
+    pub provider_gogc: u32,
     /// How `Provider`s are installed: plugin cache, default mirror, extra CAs.
     pub install: InstallSettings,
 }
@@ -96,6 +98,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         })
         .with_rpc_observer(metrics.clone())
         .with_inherited_env(opts.provider_env.clone())
+        .with_default_env(match opts.provider_gogc {
+            0 => Vec::new(),
+            gogc => vec![("GOGC".to_owned(), gogc.to_string())],
+        })
         .with_deadlines(opts.provider_deadlines)
         .with_namespace_limit(opts.max_providers_per_namespace),
     );

@@ -47,6 +47,18 @@ pub fn inherited(
         .collect()
 }
 
+/// The `defaults` (`kraken operator --provider-gogc`) a process gets: those it does not
+/// inherit, so an administrator's own value passed with `--provider-env` wins.
+pub fn defaults_not_inherited<'a>(
+    inherited: &[(OsString, OsString)],
+    defaults: &'a [(String, String)],
+) -> Vec<&'a (String, String)> {
+    defaults
+        .iter()
+        .filter(|(key, _)| !inherited.iter().any(|(k, _)| k.to_str() == Some(key)))
+        .collect()
+}
+
 /// A `--provider-env` pattern: a variable name, or a prefix followed by `*`.
 pub fn parse_pattern(s: &str) -> Result<String, String> {
     let name = s.strip_suffix('*').unwrap_or(s);
@@ -71,6 +83,15 @@ mod tests {
             .iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v)))
             .collect()
+    }
+
+    #[test]
+    fn a_default_yields_to_an_inherited_value() {
+        let defaults = vec![("GOGC".to_owned(), "50".to_owned())];
+        let none = defaults_not_inherited(&vars(&[("PATH", "/bin")]), &defaults);
+        assert_eq!(none, vec![&defaults[0]]);
+        let admins = defaults_not_inherited(&vars(&[("GOGC", "200")]), &defaults);
+        assert!(admins.is_empty(), "the inherited GOGC wins: {admins:?}");
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct LaunchOptions {
     /// Variables of the launcher's environment the process may inherit besides the network
     /// settings: names, or prefixes ending in `*` (`kraken operator --provider-env`).
     pub inherit_env: Vec<String>,
+    /// Set unless the process inherits the variable (`kraken operator --provider-gogc`: the
+    /// administrator's own value, passed with `--provider-env`, wins).
+    pub default_env: Vec<(String, String)>,
     /// AutoMTLS on the plugin connection. Turn off only deliberately.
     pub tls: bool,
     pub handshake_timeout: Duration,
@@ -77,6 +80,7 @@ impl LaunchOptions {
             name,
             env: Vec::new(),
             inherit_env: Vec::new(),
+            default_env: Vec::new(),
             tls: true,
             handshake_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
@@ -272,11 +276,11 @@ fn spawn(
     identity: Option<&ClientIdentity>,
 ) -> Result<Child, LaunchError> {
     let mut cmd = Command::new(&opts.binary);
+    let inherited = super::env::inherited(std::env::vars_os(), &opts.inherit_env);
+    let defaults = super::env::defaults_not_inherited(&inherited, &opts.default_env);
     cmd.env_clear()
-        .envs(super::env::inherited(
-            std::env::vars_os(),
-            &opts.inherit_env,
-        ))
+        .envs(inherited)
+        .envs(defaults.into_iter().map(|(k, v)| (k, v)))
         // A home of its own: no credentials file, kubeconfig or cache of the operator's.
         .env("HOME", socket_dir)
         .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)

@@ -176,6 +176,8 @@ pub struct ProviderPool {
     rpc_observer: Observer,
     /// `kraken operator --provider-env`: what the processes may inherit.
     inherit_env: Vec<String>,
+    /// `kraken operator --provider-gogc`: set unless inherited.
+    default_env: Vec<(String, String)>,
     /// `kraken operator --provider-*-timeout`: how long their RPCs may take.
     deadlines: Option<super::Deadlines>,
     /// `kraken operator --max-providers-per-namespace`.
@@ -190,6 +192,7 @@ impl ProviderPool {
             launches: AtomicU64::new(0),
             rpc_observer: None,
             inherit_env: Vec::new(),
+            default_env: Vec::new(),
             deadlines: None,
             per_namespace: None,
         }
@@ -213,6 +216,13 @@ impl ProviderPool {
     /// provider gets ([`super::env`]); unless the caller's [`LaunchOptions`] name their own.
     pub fn with_inherited_env(mut self, patterns: Vec<String>) -> Self {
         self.inherit_env = patterns;
+        self
+    }
+
+    /// Set these variables for every process this pool launches unless it inherits them
+    /// (unless the caller's [`LaunchOptions`] name their own).
+    pub fn with_default_env(mut self, vars: Vec<(String, String)>) -> Self {
+        self.default_env = vars;
         self
     }
 
@@ -314,6 +324,9 @@ impl ProviderPool {
         }
         if launch.inherit_env.is_empty() {
             launch.inherit_env = self.inherit_env.clone();
+        }
+        if launch.default_env.is_empty() {
+            launch.default_env = self.default_env.clone();
         }
         if let Some(d) = self.deadlines {
             launch.deadlines = d;

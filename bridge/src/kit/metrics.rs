@@ -138,6 +138,56 @@ impl ProviderMetrics {
     }
 }
 
+/// The state gauges: managed and Ready objects per kind, unresolved hub requests, leadership.
+#[derive(Debug)]
+struct Gauges {
+    managed_resources: Family<KindLabels, Gauge>,
+    ready_resources: Family<KindLabels, Gauge>,
+    hub_pending: Gauge,
+    leader: Gauge,
+}
+
+impl Gauges {
+    fn register(r: &mut Registry) -> Self {
+        let managed_resources = reg(
+            r,
+            ("managed_resources", "Objects being managed, per kind"),
+            None,
+            Family::default(),
+        );
+        let ready_resources = reg(
+            r,
+            ("ready_resources", "Objects that are Ready=True, per kind"),
+            None,
+            Family::default(),
+        );
+        let hub_pending = reg(
+            r,
+            (
+                "hub_pending_requests",
+                "DependencyRequests not resolved (waiting for a producer, a Secret or a ConfigMap)",
+            ),
+            None,
+            Gauge::default(),
+        );
+        let leader = reg(
+            r,
+            (
+                "leader",
+                "1 while this replica holds the leader Lease, else 0",
+            ),
+            None,
+            Gauge::default(),
+        );
+        Self {
+            managed_resources,
+            ready_resources,
+            hub_pending,
+            leader,
+        }
+    }
+}
+
 /// The operator's metrics and the registry that exposes them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -149,10 +199,7 @@ pub struct Metrics {
     api_writes: Family<WriteLabels, Counter>,
     events_dropped: Counter,
     provider: ProviderMetrics,
-    managed_resources: Family<KindLabels, Gauge>,
-    ready_resources: Family<KindLabels, Gauge>,
-    hub_pending: Gauge,
-    leader: Gauge,
+    gauges: Gauges,
 }
 
 impl Default for Metrics {
@@ -200,36 +247,7 @@ impl Metrics {
             None,
             Counter::default(),
         );
-        let managed_resources = reg(
-            r,
-            ("managed_resources", "Objects being managed, per kind"),
-            None,
-            Family::default(),
-        );
-        let ready_resources = reg(
-            r,
-            ("ready_resources", "Objects that are Ready=True, per kind"),
-            None,
-            Family::default(),
-        );
-        let hub_pending = reg(
-            r,
-            (
-                "hub_pending_requests",
-                "DependencyRequests not resolved (waiting for a producer, a Secret or a ConfigMap)",
-            ),
-            None,
-            Gauge::default(),
-        );
-        let leader = reg(
-            r,
-            (
-                "leader",
-                "1 while this replica holds the leader Lease, else 0",
-            ),
-            None,
-            Gauge::default(),
-        );
+        let gauges = Gauges::register(r);
         let provider = ProviderMetrics::register(r);
         Self {
             registry,
@@ -239,10 +257,7 @@ impl Metrics {
             api_writes,
             events_dropped,
             provider,
-            managed_resources,
-            ready_resources,
-            hub_pending,
-            leader,
+            gauges,
         }
     }
 
@@ -335,25 +350,27 @@ impl Metrics {
 
     /// Objects of `kind` that are `Ready=True` now.
     pub fn set_ready_resources(&self, kind: &str, n: i64) {
-        self.ready_resources
+        self.gauges
+            .ready_resources
             .get_or_create(&KindLabels { kind: kind.into() })
             .set(n);
     }
 
     /// DependencyRequests not resolved now (waiting for a producer, a Secret, a ConfigMap).
     pub fn set_hub_pending(&self, n: i64) {
-        self.hub_pending.set(n);
+        self.gauges.hub_pending.set(n);
     }
 
     /// Objects of `kind` being managed now.
     pub fn set_managed_resources(&self, kind: &str, n: i64) {
-        self.managed_resources
+        self.gauges
+            .managed_resources
             .get_or_create(&KindLabels { kind: kind.into() })
             .set(n);
     }
 
     pub fn set_leader(&self, leader: bool) {
-        self.leader.set(i64::from(leader));
+        self.gauges.leader.set(i64::from(leader));
     }
 
     /// Every metric in the OpenMetrics text format (which Prometheus scrapes as

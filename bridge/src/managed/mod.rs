@@ -195,17 +195,7 @@ pub async fn run_kind(
     let writer: Writer<PartialObjectMeta<DynamicObject>> = Writer::new(kind.resource.clone());
     let reader = writer.as_reader();
     // /readyz waits (while leading) until this kind's objects are listed.
-    let synced = {
-        let mut cache = ctx.readiness.cache(&kind.label());
-        let reader = reader.clone();
-        tokio::spawn(async move {
-            if crate::kit::readiness::store_synced(&reader).await {
-                cache.synced();
-            }
-            // Kept until the controller stops (the task is aborted with it).
-            std::future::pending::<()>().await;
-        })
-    };
+    let synced = spawn_sync_report(&ctx, &kind.label(), reader.clone());
     let stream = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(strip)
@@ -221,24 +211,8 @@ pub async fn run_kind(
         written: Mutex::default(),
         ready: Mutex::default(),
     });
-    // kraken_managed_resources{kind} (the objects in this kind's cache) and
-    // kraken_ready_resources{kind}, every 5 s.
     let metrics = kctx.ctx.metrics.clone();
-    let gauge = {
-        let (reader, metrics, k) = (reader.clone(), metrics.clone(), kctx.clone());
-        // The same `kind` label as the reconcile metrics: Kind.group, unique across providers.
-        let kind_name = label.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(5));
-            loop {
-                tick.tick().await;
-                let n = i64::try_from(reader.state().len()).unwrap_or(i64::MAX);
-                metrics.set_managed_resources(&kind_name, n);
-                let ready = i64::try_from(k.ready_count()).unwrap_or(i64::MAX);
-                metrics.set_ready_resources(&kind_name, ready);
-            }
-        })
-    };
+    let gauge = spawn_gauges(kctx.clone(), reader.clone());
     // A change of one of this kind's DependencyRequests (resolved values) reconciles its
     // consumer: the hub's watch of the requests passes it on.
     let triggers = {
@@ -267,6 +241,41 @@ pub async fn run_kind(
     metrics.set_managed_resources(&label, 0);
     metrics.set_ready_resources(&label, 0);
     tracing::info!(kind = %kind.label(), "controller stopped");
+}
+
+/// Registers this kind's cache with `/readyz` and marks it synced once it has listed; the
+/// task holds the registration until it is aborted (the controller stopped).
+fn spawn_sync_report(
+    ctx: &Context,
+    label: &str,
+    reader: kube::runtime::reflector::Store<PartialObjectMeta<DynamicObject>>,
+) -> tokio::task::JoinHandle<()> {
+    let mut cache = ctx.readiness.cache(label);
+    tokio::spawn(async move {
+        if crate::kit::readiness::store_synced(&reader).await {
+            cache.synced();
+        }
+        std::future::pending::<()>().await;
+    })
+}
+
+/// `kraken_managed_resources{kind}` (the objects in this kind's cache) and
+/// `kraken_ready_resources{kind}`, every 5 s, under the same `kind` label as the reconcile
+/// metrics (Kind.group, unique across providers).
+fn spawn_gauges(
+    k: Arc<KindContext>,
+    reader: kube::runtime::reflector::Store<PartialObjectMeta<DynamicObject>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let n = i64::try_from(reader.state().len()).unwrap_or(i64::MAX);
+            k.ctx.metrics.set_managed_resources(&k.label, n);
+            let ready = i64::try_from(k.ready_count()).unwrap_or(i64::MAX);
+            k.ctx.metrics.set_ready_resources(&k.label, ready);
+        }
+    })
 }
 
 /// Reached only for errors the reconciler could not report on the object itself (the API

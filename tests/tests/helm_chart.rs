@@ -5,6 +5,25 @@
 use anyhow::ensure;
 use kraken_tests::{ControlPlane, kraken_bin, repo_root};
 
+/// The real API server admits `yaml` in kraken-system (server-side dry run).
+fn admitted(cp: &ControlPlane, yaml: &str, what: &str) -> anyhow::Result<()> {
+    let args = [
+        "apply",
+        "--dry-run=server",
+        "-n",
+        "kraken-system",
+        "-f",
+        "-",
+    ];
+    let out = cp.kubectl_stdin(&args, yaml.as_bytes())?;
+    ensure!(
+        out.status.success(),
+        "the API server refused the chart ({what}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
 fn helm_template(sets: &[&str]) -> anyhow::Result<String> {
     let args: Vec<&str> = sets.iter().flat_map(|s| ["--set", *s]).collect();
     kraken_tests::helm_template(&args)
@@ -113,22 +132,7 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
                 "the chart passes --{name}, which `kraken operator` does not know"
             );
         }
-        let out = cp.kubectl_stdin(
-            &[
-                "apply",
-                "--dry-run=server",
-                "-n",
-                "kraken-system",
-                "-f",
-                "-",
-            ],
-            rendered.as_bytes(),
-        )?;
-        ensure!(
-            out.status.success(),
-            "the API server refused the chart ({sets:?}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        admitted(&cp, &rendered, &format!("{sets:?}"))?;
     }
     Ok(())
 }
@@ -186,22 +190,7 @@ fn optional_values_render_what_they_say() -> anyhow::Result<()> {
         .collect();
     let cp = ControlPlane::start("helm-values")?;
     cp.create_namespace("kraken-system")?;
-    let out = cp.kubectl_stdin(
-        &[
-            "apply",
-            "--dry-run=server",
-            "-n",
-            "kraken-system",
-            "-f",
-            "-",
-        ],
-        docs.join("\n---").as_bytes(),
-    )?;
-    ensure!(
-        out.status.success(),
-        "the API server refused the chart: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    admitted(&cp, &docs.join("\n---"), "optional values")?;
     Ok(())
 }
 

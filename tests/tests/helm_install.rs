@@ -198,16 +198,21 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     let chart = chart.to_string_lossy();
     let mirror_set = format!("operator.providerMirror={}", mirror.display());
 
-    helm.run(&[
-        "install",
-        RELEASE,
-        &chart,
-        "-n",
-        SYSTEM,
-        "--create-namespace",
-        "--set",
-        &mirror_set,
-    ])?;
+    // The same install twice (the second after `helm uninstall`); the namespace stays.
+    let install = || {
+        let args = [
+            "install",
+            RELEASE,
+            &chart,
+            "-n",
+            SYSTEM,
+            "--create-namespace",
+        ];
+        let mut args = args.to_vec();
+        args.extend(["--set", &mirror_set]);
+        helm.run(&args)
+    };
+    install()?;
     // Every object the release rendered exists (kubectl fails on the first that does not).
     let manifest = helm.run(&["get", "manifest", RELEASE, "-n", SYSTEM])?;
     let got = cp.kubectl_stdin(&["get", "-f", "-", "-o", "name"], manifest.as_bytes())?;
@@ -368,15 +373,7 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     );
 
     // Reinstalled, a new operator adopts what is there: nothing created or changed twice.
-    helm.run(&[
-        "install",
-        RELEASE,
-        &chart,
-        "-n",
-        SYSTEM,
-        "--set",
-        &mirror_set,
-    ])?;
+    install()?;
     let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
     let result = (|| {

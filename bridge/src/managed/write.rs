@@ -282,14 +282,11 @@ impl<'a> Run<'a> {
                 self.set_state_seen(Some(&s.metadata));
                 self.retire_legacy_state().await
             }
-            Err(kube::Error::Api(e))
-                if e.code == 409 && !ownership::is_refusal(&kube::Error::Api(e.clone())) =>
-            {
-                Err(crate::kit::fence::Fenced(format!(
-                    "the state Secret {name} changed since this pass read it"
-                ))
-                .into())
-            }
+            // The precondition failed (an ownership refusal is a 422, below).
+            Err(kube::Error::Api(e)) if e.code == 409 => Err(crate::kit::fence::Fenced(format!(
+                "the state Secret {name} changed since this pass read it"
+            ))
+            .into()),
             Err(e) if ownership::is_refusal(&e) => Err(Error::NotOwned(
                 ownership::refusal_message(&e, &format!("Secret {name}")),
             )),

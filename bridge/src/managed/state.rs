@@ -15,6 +15,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use crate::kit::fence::Epoch;
+
 pub use crate::core_kinds::{MANAGED_BY_LABEL, STATE_SECRET_TYPE as SECRET_TYPE};
 
 const KEY_STATE: &str = "state";
@@ -44,25 +46,26 @@ pub struct Stored {
 /// The leader epoch (`kit::fence`) whose replica last wrote a state Secret.
 pub const EPOCH_ANNOTATION: &str = "kraken.dev/leader-epoch";
 
-/// The epoch recorded on a state Secret; 0 when none is (written without leader election, or
-/// before epochs were recorded).
-pub fn epoch_of(secret: &Secret) -> u64 {
+/// The epoch recorded on a state Secret; `None` when none is (written without leader
+/// election, or before epochs were recorded).
+pub fn epoch_of(secret: &Secret) -> Option<Epoch> {
     secret
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(EPOCH_ANNOTATION))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+        .and_then(|v| Epoch::parse(v))
 }
 
-/// Records `epoch` on the state Secret about to be written.
-pub fn stamp_epoch(secret: &mut Secret, epoch: u64) {
-    secret
-        .metadata
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(EPOCH_ANNOTATION.to_owned(), epoch.to_string());
+/// Records `epoch` on the state Secret about to be written (nothing without leader election).
+pub fn stamp_epoch(secret: &mut Secret, epoch: Option<&Epoch>) {
+    if let Some(epoch) = epoch {
+        secret
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(EPOCH_ANNOTATION.to_owned(), epoch.to_string());
+    }
 }
 
 /// The state Secret's name for resource `name` of `kind` in API `group`:

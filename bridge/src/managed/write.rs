@@ -197,7 +197,10 @@ impl<'a> Run<'a> {
         match ownership::claim(&secret.metadata, &self.owner()?) {
             Claim::Mine => {
                 // A newer leader wrote it: this replica must not act on it, nor over it.
-                self.k.ctx.fence.superseded_by(state::epoch_of(&secret))?;
+                self.k
+                    .ctx
+                    .fence
+                    .superseded_by(state::epoch_of(&secret).as_ref())?;
                 self.set_state_seen(Some(&secret.metadata));
                 Ok(Some(Stored::from_secret(&secret)?))
             }
@@ -262,7 +265,7 @@ impl<'a> Run<'a> {
         let name = self.state_secret_name();
         let epoch = self.k.ctx.fence.check()?;
         let mut secret = stored.to_secret(&name, &self.namespace, self.owner()?);
-        state::stamp_epoch(&mut secret, epoch);
+        state::stamp_epoch(&mut secret, epoch.as_ref());
         let version = match self.state_version() {
             Some(v) => Some(v),
             None => self.version_to_write_over(&name).await?,

@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
-use crate::kit::fence::Fence;
+use crate::kit::fence::{Epoch, Fence};
 
 use record::{Decision, Observer, claim, decide, fresh, holder_of, released};
 
@@ -37,8 +37,8 @@ fn is_conflict(err: &kube::Error) -> bool {
 
 /// One attempt's outcome.
 enum Attempt {
-    /// This identity holds the Lease now, in this epoch (`leaseTransitions`).
-    Held(u64),
+    /// This identity holds the Lease now, in this epoch (its uid and `leaseTransitions`).
+    Held(Epoch),
     /// Someone else does (or won the race to write it).
     Standby { holder: String },
 }
@@ -56,10 +56,13 @@ pub struct LeaderElection {
     fence: Option<Fence>,
 }
 
-/// The epoch a Lease records: how many times it changed holders.
-fn epoch_of(lease: &Lease) -> u64 {
+/// The epoch a Lease records: which Lease, and how many times it changed holders.
+fn epoch_of(lease: &Lease) -> Epoch {
     let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
-    u64::try_from(transitions.unwrap_or(0)).unwrap_or(0)
+    Epoch {
+        lease: lease.metadata.uid.clone().unwrap_or_default(),
+        n: u64::try_from(transitions.unwrap_or(0)).unwrap_or(0),
+    }
 }
 
 impl LeaderElection {
@@ -94,9 +97,9 @@ impl LeaderElection {
         }
     }
 
-    fn grant(&self, epoch: u64, renewed: Instant) {
+    fn grant(&self, epoch: &Epoch, renewed: Instant) {
         if let Some(f) = &self.fence {
-            f.grant(epoch, (renewed + self.renew_deadline).into_std());
+            f.grant(epoch.clone(), (renewed + self.renew_deadline).into_std());
         }
     }
 
@@ -131,7 +134,7 @@ impl LeaderElection {
                 tokio::time::timeout(self.renew_deadline, self.try_acquire(&mut observer));
             match attempt.await {
                 Ok(Ok(Attempt::Held(epoch))) => {
-                    info!(lease = %self.name, identity = %self.identity, epoch, "acquired the leader lease");
+                    info!(lease = %self.name, identity = %self.identity, %epoch, "acquired the leader lease");
                     return self.lead(started, epoch);
                 }
                 Ok(Ok(Attempt::Standby { holder })) => {
@@ -218,8 +221,8 @@ impl LeaderElection {
     }
 
     /// Starts renewing a Lease acquired in `epoch` by a write sent at `renewed`.
-    fn lead(&self, renewed: Instant, epoch: u64) -> Leadership {
-        self.grant(epoch, renewed);
+    fn lead(&self, renewed: Instant, epoch: Epoch) -> Leadership {
+        self.grant(&epoch, renewed);
         let (lost_tx, lost) = watch::channel(false);
         let renewer = tokio::spawn(self.clone().renew_loop(renewed, epoch, lost_tx));
         Leadership {
@@ -232,7 +235,7 @@ impl LeaderElection {
     /// Renews every `retry` until a renewal finds another holder or none has succeeded for
     /// `renew_deadline` (timed from when the last successful write was sent, the conservative
     /// end), then reports the loss.
-    async fn renew_loop(self, mut renewed: Instant, epoch: u64, lost: watch::Sender<bool>) {
+    async fn renew_loop(self, mut renewed: Instant, epoch: Epoch, lost: watch::Sender<bool>) {
         let mut tick = tokio::time::interval_at(renewed + self.retry, self.retry);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -244,7 +247,7 @@ impl LeaderElection {
             match tokio::time::timeout(budget, self.renew()).await {
                 Ok(Ok(None)) => {
                     renewed = started;
-                    self.grant(epoch, renewed);
+                    self.grant(&epoch, renewed);
                     continue;
                 }
                 Ok(Ok(Some(holder))) => {

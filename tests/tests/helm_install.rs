@@ -377,16 +377,21 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
     let result = (|| {
-        cp.kubectl(&[
-            "-n",
-            TEAM,
-            "annotate",
-            OBJECTS,
-            "first",
-            "second",
-            "kraken.dev/poke=1",
-        ])?;
-        std::thread::sleep(Duration::from_secs(5));
+        // Both objects passed through the new operator (its first reconciles after it took
+        // the Lease), then the ledger is read.
+        wait_for(
+            CONVERGE,
+            "the new operator's reconciles of both objects",
+            || {
+                // Finished reconciles (the duration is observed at the end of one).
+                let runs = op.metric_where("kraken_reconcile_duration_seconds_count", |labels| {
+                    labels
+                        .iter()
+                        .any(|(k, v)| k == "kind" && v == "Object.fixture.tf.kraken.dev")
+                });
+                Ok(runs.is_ok_and(|n| n >= 2.0).then_some(()))
+            },
+        )?;
         reconciled(&cp, OBJECTS, "first")?;
         reconciled(&cp, OBJECTS, "second")?;
         let events = ledger::event_log(&ledger_dir)?;

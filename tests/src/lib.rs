@@ -684,16 +684,25 @@ impl ControlPlane {
             &dir.to_string_lossy(),
         ])
         .with_context(|| format!("installing the CRDs in {}", dir.display()))?;
-        self.kubectl(&[
+        self.wait_established(label, "1800s")?;
+        let names = self.kubectl(&["get", "crd", "-l", label, "-o", "name"])?;
+        Ok(names.lines().count())
+    }
+
+    /// Wait (up to `timeout`, a kubectl duration) until every CRD labelled `label` is
+    /// Established.
+    pub fn wait_established(&self, label: &str, timeout: &str) -> anyhow::Result<()> {
+        let timeout = format!("--timeout={timeout}");
+        let args = [
             "wait",
             "--for=condition=Established",
             "crd",
             "-l",
             label,
-            "--timeout=1800s",
-        ])?;
-        let names = self.kubectl(&["get", "crd", "-l", label, "-o", "name"])?;
-        Ok(names.lines().count())
+            &timeout,
+        ];
+        self.kubectl(&args)?;
+        Ok(())
     }
 
     /// Run kubectl with `input` on its standard input, whatever its exit status.

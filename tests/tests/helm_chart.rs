@@ -36,14 +36,7 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
     // generated-crds/core (scripts/generate.sh copies them and CI checks the copy).
     let crds = repo_root().join("charts/kraken/crds");
     cp.kubectl(&["apply", "--server-side", "-f", &crds.to_string_lossy()])?;
-    cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd",
-        "-l",
-        "kraken.dev/core=true",
-        "--timeout=60s",
-    ])?;
+    cp.wait_established("kraken.dev/core=true", "60s")?;
     let n = cp.kubectl(&["get", "crd", "-l", "kraken.dev/core=true", "-o", "name"])?;
     let want = std::fs::read_dir(kraken_tests::repo_root().join("generated-crds/core"))?
         .filter_map(Result::ok)

@@ -232,14 +232,7 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     ] {
         ensure!(names.contains(kind), "no {kind} in the release: {names}");
     }
-    cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd",
-        "-l",
-        "kraken.dev/core=true",
-        "--timeout=60s",
-    ])?;
+    cp.wait_established("kraken.dev/core=true", "60s")?;
     let crd_version = |cp: &ControlPlane| {
         cp.kubectl(&[
             "get",

@@ -118,10 +118,16 @@ pub async fn in_child(exe: &std::path::Path, req: &Request) -> Result<Output, Fa
         })?;
     let input = serde_json::to_vec(req).map_err(|e| unavailable(e.to_string()))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(&input)
-            .await
-            .map_err(|e| unavailable(format!("failed to write to generate-crds: {e}")))?;
+        match stdin.write_all(&input).await {
+            // It exited before reading: its status and stderr below say why.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => {
+                return Err(unavailable(format!(
+                    "failed to write to generate-crds: {e}"
+                )));
+            }
+            Ok(()) => {}
+        }
     }
     let out = child
         .wait_with_output()

@@ -81,6 +81,13 @@ pub struct OperatorArgs {
     /// are fenced) when it could not renew for 2/3 of it, before anyone else may take over.
     #[arg(long, default_value = "10s", value_parser = parse_lease_duration, value_name = "DURATION")]
     pub lease_duration: std::time::Duration,
+    /// `auto`: every replica reconciles its share of the managed resources — a consistent hash
+    /// of each object's UID over the live replicas, each holding a membership Lease
+    /// (`<lease-name>-member-<identity>`) — and the leader runs the rest (Providers,
+    /// ProviderConfigs, ConfigExports, EC2Instances). `off`: the leader runs everything and
+    /// other replicas stand by. See docs/operations.md, "Scale-out".
+    #[arg(long, value_enum, default_value_t = Shards::Off, value_name = "MODE")]
+    pub shards: Shards,
     /// How many resources are reconciled at once, per kind (and how many DependencyRequests
     /// and ConfigExports are resolved at once).
     #[arg(long, default_value_t = 64)]
@@ -160,7 +167,21 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("invalid duration {s:?} (e.g. 10m, 90s, 1h30m)"))
 }
 
+/// `--shards`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shards {
+    /// One leader runs every controller.
+    Off,
+    /// The live replicas split the managed resources between them.
+    Auto,
+}
+
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !(args.shards == Shards::Auto && args.no_leader_elect),
+        "--shards auto needs leader election (the leader runs what is not sharded, and the \
+         shard ring's Leases fence each replica's writes): drop --no-leader-elect"
+    );
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .ok()
@@ -180,6 +201,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         lease_namespace: args.lease_namespace,
         lease_name: args.lease_name,
         lease_duration: args.lease_duration,
+        shards: args.shards == Shards::Auto,
         identity: format!("{host}-{}", std::process::id()),
         concurrency: args.concurrency.max(1),
         provider_idle_timeout: args.provider_idle_timeout,

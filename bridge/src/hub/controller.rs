@@ -24,6 +24,7 @@ use serde_json::json;
 use tracing::Instrument as _;
 
 use super::resolve::{Resolution, Sources, resolve, sensitive_secret};
+use super::watches::{AbortOnDrop, readers, request_changes, retriggered, spawn_pending_gauge};
 use super::{
     Failure, Index, ObjectKey, Parsed, Source, SourceKind, find_cycle, parse, reason,
     values_secret_name,
@@ -34,6 +35,7 @@ use crate::core_kinds::hub::{
 use crate::kit::conditions::{self, READY, Set};
 use crate::kit::metrics::Metrics;
 use crate::kit::ownership::{self, Claim};
+use crate::kit::ring::Ownership;
 
 /// Field manager of the hub's writes.
 const MANAGER: &str = "kraken-hub";
@@ -59,6 +61,9 @@ pub struct Hub {
     declarations: std::sync::Mutex<HashMap<(String, String), (String, StateDeclaration)>>,
     /// One gate per StateDeclaration being read, so concurrent misses make one GET.
     fetching: std::sync::Mutex<HashMap<(String, String), Gate>>,
+    /// `--shards auto`: the share of consumers whose requests this replica resolves (every
+    /// replica indexes every request; only the consumer's owner writes its resolution).
+    shard: Option<tokio::sync::watch::Receiver<(Ownership, u64)>>,
 }
 
 impl Hub {
@@ -132,7 +137,42 @@ impl Hub {
             versions: std::sync::OnceLock::new(),
             declarations: std::sync::Mutex::default(),
             fetching: std::sync::Mutex::default(),
+            shard: None,
         }
+    }
+
+    /// The same hub resolving only the requests of consumers `shard` owns.
+    pub fn with_shard(self, shard: tokio::sync::watch::Receiver<(Ownership, u64)>) -> Self {
+        Self {
+            shard: Some(shard),
+            ..self
+        }
+    }
+
+    /// Whether this replica resolves `dr`: its consumer (controlling owner) is in this
+    /// replica's share, or sharding is off.
+    fn resolves(&self, dr: &DependencyRequest) -> bool {
+        let Some(shard) = &self.shard else {
+            return true;
+        };
+        let owners = dr.metadata.owner_references.iter().flatten();
+        let uid = owners
+            .clone()
+            .find(|o| o.controller == Some(true))
+            .or_else(|| owners.clone().next())
+            .map(|o| o.uid.as_str())
+            .or(dr.metadata.uid.as_deref())
+            .unwrap_or_default();
+        shard.borrow().0.owns(uid)
+    }
+
+    /// A stream that ticks whenever this replica's share changes (never without sharding).
+    fn share_changes(&self) -> impl Stream<Item = ()> + Send + 'static {
+        futures::stream::unfold(self.shard.clone(), |rx| async move {
+            let mut rx = rx?;
+            rx.changed().await.ok()?;
+            Some(((), Some(rx)))
+        })
     }
 
     /// The same hub reporting its cache to `readiness`.
@@ -151,7 +191,12 @@ pub async fn run(
     let client = hub.client.clone();
     let (reader, writer) = reflector::store();
     hub.index.serve_requests(reader.clone());
-    let requests = request_changes(&hub, writer);
+    let requests = request_changes(hub.client.clone(), hub.index.clone(), writer);
+    let again = hub
+        .retriggered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
     let cfg = watcher::Config::default().any_semantic();
     let (versions, versions_writer) = reflector::store();
     let _ = hub.versions.set(versions);
@@ -190,7 +235,8 @@ pub async fn run(
         }))
     };
     Controller::for_stream(requests, reader)
-        .reconcile_on(retriggered(&hub))
+        .reconcile_on(retriggered(again))
+        .reconcile_all_on(hub.share_changes())
         .watches_stream(
             sds,
             readers(SourceKind::StateDeclaration, hub.index.clone()),
@@ -208,100 +254,6 @@ pub async fn run(
         })
         .await;
     tracing::info!("dependency hub stopped");
-}
-
-/// `kraken_hub_pending_requests`: the requests in the cache not `Ready=True` (resolved), every
-/// 5 s. Stopped when the returned guard drops.
-fn spawn_pending_gauge(
-    reader: reflector::Store<DependencyRequest>,
-    metrics: Arc<crate::kit::metrics::Metrics>,
-) -> AbortOnDrop {
-    AbortOnDrop(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
-        loop {
-            tick.tick().await;
-            let pending = reader
-                .state()
-                .iter()
-                .filter(|dr| {
-                    let conditions = dr.status.as_ref().map(|s| s.conditions.as_slice());
-                    !conditions
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == READY && c.status == conditions::ConditionStatus::True)
-                })
-                .count();
-            metrics.set_hub_pending(i64::try_from(pending).unwrap_or(i64::MAX));
-        }
-    }))
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The requests as the watch sees them, into the hub's cache (`writer`), each change also
-/// waking the request's consumer (after the cache has it) and a deletion leaving the index.
-fn request_changes(
-    hub: &Arc<Hub>,
-    writer: reflector::store::Writer<DependencyRequest>,
-) -> impl Stream<Item = Result<DependencyRequest, watcher::Error>> + Send + 'static {
-    let api: Api<DependencyRequest> = Api::all(hub.client.clone());
-    let seen = hub.clone();
-    watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .reflect(writer)
-        .inspect(move |ev| match ev {
-            Ok(watcher::Event::Delete(dr)) => {
-                let (ns, name) = (dr.namespace().unwrap_or_default(), dr.name_any());
-                seen.index.forget(&ns, &name);
-                seen.index.request_changed(dr);
-            }
-            Ok(watcher::Event::Apply(dr) | watcher::Event::InitApply(dr)) => {
-                seen.index.request_changed(dr);
-            }
-            _ => {}
-        })
-        .touched_objects()
-}
-
-/// The requests a reconcile asked to resolve again (members of a cycle it found).
-fn retriggered(hub: &Hub) -> impl Stream<Item = ObjectRef<DependencyRequest>> + Send + 'static {
-    let rx = hub
-        .retriggered
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
-    futures::stream::unfold(rx, |rx| async move {
-        let mut rx = rx?;
-        let next = rx.recv().await?;
-        Some((next, Some(rx)))
-    })
-}
-
-/// Maps a change of an object of `kind` to the requests that read it.
-fn readers<K>(
-    kind: SourceKind,
-    index: Arc<Index>,
-) -> impl Fn(PartialObjectMeta<K>) -> std::vec::IntoIter<ObjectRef<DependencyRequest>>
-+ Send
-+ Sync
-+ 'static {
-    move |meta: PartialObjectMeta<K>| {
-        let ns = meta.metadata.namespace.clone().unwrap_or_default();
-        let name = meta.metadata.name.clone().unwrap_or_default();
-        index
-            .readers(&ns, &ObjectKey(kind, name))
-            .into_iter()
-            .map(|r| ObjectRef::<DependencyRequest>::new(&r).within(&ns))
-            .collect::<Vec<_>>()
-            .into_iter()
-    }
 }
 
 fn error_policy(_: Arc<DependencyRequest>, err: &kube::Error, _: Arc<Hub>) -> Action {
@@ -349,6 +301,9 @@ async fn resolve_request(
         .iter()
         .any(|(_, p)| p.as_ref().is_err_and(|f| f.reason == reason::NOT_FOUND));
     hub.index.register(ns, name, objects_read(&parsed));
+    if !hub.resolves(dr) {
+        return Ok(Action::await_change());
+    }
     let resolution = match cycle(hub, dr, ns, name) {
         Some(failure) => Resolution {
             failures: vec![failure],

@@ -145,6 +145,8 @@ struct Gauges {
     ready_resources: Family<KindLabels, Gauge>,
     hub_pending: Gauge,
     leader: Gauge,
+    shard_members: Gauge,
+    shard_changes: Counter,
 }
 
 impl Gauges {
@@ -179,11 +181,31 @@ impl Gauges {
             None,
             Gauge::default(),
         );
+        let shard_members = reg(
+            r,
+            (
+                "shard_members",
+                "Live replicas in the shard ring as this replica sees it (--shards auto)",
+            ),
+            None,
+            Gauge::default(),
+        );
+        let shard_changes = reg(
+            r,
+            (
+                "shard_ownership_changes",
+                "Times this replica's share of the objects changed (--shards auto)",
+            ),
+            None,
+            Counter::default(),
+        );
         Self {
             managed_resources,
             ready_resources,
             hub_pending,
             leader,
+            shard_members,
+            shard_changes,
         }
     }
 }
@@ -367,6 +389,16 @@ impl Metrics {
             .managed_resources
             .get_or_create(&KindLabels { kind: kind.into() })
             .set(n);
+    }
+
+    /// Live replicas in the shard ring.
+    pub fn set_shard_members(&self, n: i64) {
+        self.gauges.shard_members.set(n);
+    }
+
+    /// This replica's share of the objects changed.
+    pub fn shard_rebalanced(&self) {
+        self.gauges.shard_changes.inc();
     }
 
     pub fn set_leader(&self, leader: bool) {

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod names;
 pub mod ownership;
 pub mod readiness;
+pub mod ring;
 pub mod status;
 pub mod text;
 pub mod time;

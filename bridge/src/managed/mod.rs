@@ -49,6 +49,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 pub use crate::core_kinds::KindInfo;
 use crate::kit::Kit;
+use crate::kit::ring::Ownership;
 use crate::source::ProviderSource;
 
 pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
@@ -163,6 +164,21 @@ fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
 /// Drops what the controller never reads from cached metadata: a reconcile reads the full
 /// object from the API server, so the cache keeps only what locates an object and decides
 /// whether an event is worth a reconcile ([`trigger_hash`]).
+/// Whether a watch event is about an object this replica owns (`--shards auto`: the others are
+/// never cached, so a replica holds only its share; the list and the watch still carry every
+/// object of the kind, decoded and dropped here).
+fn owned(
+    owns: &Ownership,
+    ev: &Result<watcher::Event<PartialObjectMeta<DynamicObject>>, watcher::Error>,
+) -> bool {
+    match ev {
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+            owns.owns(o.metadata.uid.as_deref().unwrap_or_default())
+        }
+        _ => true,
+    }
+}
+
 fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
     let m = &mut meta.metadata;
     m.managed_fields = None;
@@ -187,7 +203,7 @@ fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
 pub async fn run_kind(
     ctx: Arc<Context>,
     kind: KindInfo,
-    concurrency: u16,
+    (concurrency, owns): (u16, Ownership),
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<PartialObjectMeta<DynamicObject>> =
@@ -199,6 +215,7 @@ pub async fn run_kind(
     let stream = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(strip)
+        .filter(move |ev| std::future::ready(owned(&owns, ev)))
         .reflect(writer)
         .applied_objects()
         .predicate_filter(trigger_hash, Default::default());
@@ -224,18 +241,32 @@ pub async fn run_kind(
         )
         .map(move |(name, ns)| ObjectRef::new_with(&name, ar.clone()).within(&ns))
     };
-    Controller::for_stream_with(stream, reader, kind.resource.clone())
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let listed = reader.clone();
+    let run = Controller::for_stream_with(stream, reader, kind.resource.clone())
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, error_policy, kctx)
         .for_each(|res| {
             if let Err(err) = res {
                 tracing::debug!(kind = %label, "controller: {err}");
             }
             std::future::ready(())
-        })
-        .await;
+        });
+    // kube-runtime's controller holds its runner until the cache has listed, and never ends
+    // if it is stopped before that. Nothing can be in flight then, so it is dropped instead.
+    let unlisted_stop = async move {
+        shutdown.await;
+        if futures::FutureExt::now_or_never(listed.wait_until_ready()).is_none() {
+            return;
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = run => {}
+        () = unlisted_stop => {}
+    }
     synced.abort();
     gauge.abort();
     metrics.set_managed_resources(&label, 0);

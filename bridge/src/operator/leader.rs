@@ -15,7 +15,7 @@
 //! monotonic clock. The first takes over a dead leader's Lease at once after a restart; the
 //! second still takes over when the holder's clock runs ahead of ours.
 
-mod record;
+pub(super) mod record;
 
 use std::time::Duration;
 

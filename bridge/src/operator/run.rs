@@ -5,7 +5,6 @@
 //! controllers — they finish the provider calls already in flight, an apply is never cut off —
 //! and the operator campaigns again instead of exiting: a restart would gain nothing.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,22 +12,17 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::FutureExt as _;
-use futures::StreamExt as _;
 use futures::future::BoxFuture;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, ResourceExt as _};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use super::http::{self, HttpState};
 use super::leader::LeaderElection;
-use crate::core_kinds::KindInfo;
-use crate::core_kinds::generated::PROVIDER_ANNOTATION;
+use super::shard::Membership;
+use super::supervise::supervise_kinds;
 use crate::installer::{InstallSettings, Installer};
 use crate::kit::Kit;
 use crate::kit::metrics::Metrics;
-use crate::managed::{Context, run_kind};
+use crate::managed::Context;
 use crate::provider::pool::{PoolOptions, ProviderPool};
 use crate::provider::resolve::Resolver;
 use crate::source::Source;
@@ -47,6 +41,9 @@ pub struct Options {
     pub lease_name: String,
     /// The Lease's duration; the renew deadline and retry period follow from it.
     pub lease_duration: Duration,
+    /// `--shards auto`: every replica reconciles its share of the managed resources (and
+    /// resolves its consumers' DependencyRequests); the leader runs the rest.
+    pub shards: bool,
     pub identity: String,
     pub concurrency: u16,
     pub provider_idle_timeout: Duration,
@@ -112,9 +109,21 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             .await
             .context("the key of plan ids")?;
     let wiring = wire(&opts, &client, (&metrics, &ready), &pool, plan_key);
-    let table = controllers(&wiring);
-    lead(&opts, &client, &wiring, &table, &ready).await;
-    let waiting = wiring.kit.events.flush(Duration::from_secs(5)).await;
+    if opts.shards {
+        run_sharded(&opts, &client, &wiring, &ready).await;
+    } else {
+        let table = controllers(&wiring, false);
+        lead(&opts, &client, &wiring, &table, Some(&ready)).await;
+    }
+    let mut waiting = wiring.kit.events.flush(Duration::from_secs(5)).await;
+    if !Arc::ptr_eq(&wiring.kit, &wiring.managed.kit) {
+        waiting += wiring
+            .managed
+            .kit
+            .events
+            .flush(Duration::from_secs(5))
+            .await;
+    }
     if waiting > 0 {
         tracing::warn!("{waiting} events were not published before shutdown");
     }
@@ -148,8 +157,19 @@ fn wire(
     source.schema_cache = Some(crate::installer::schema_cache_dir(&opts.install));
     let source = Arc::new(source);
     let hub_index = Arc::new(crate::hub::Index::default());
+    // Sharded, the managed resources' writes are fenced by this replica's membership in the
+    // ring, the leader's controllers' by the leader Lease.
+    let managed_kit = if opts.shards {
+        Arc::new(
+            Kit::new(client.clone(), metrics.clone())
+                .with_fence(crate::kit::fence::Fence::leased())
+                .with_readiness(ready.clone()),
+        )
+    } else {
+        kit.clone()
+    };
     let managed = Arc::new(Context {
-        kit: kit.clone(),
+        kit: managed_kit,
         source: source.clone(),
         hub_index: hub_index.clone(),
         plan_key,
@@ -177,7 +197,7 @@ async fn lead(
     client: &kube::Client,
     wiring: &Wiring,
     table: &[(&'static str, Start)],
-    ready: &crate::kit::readiness::Readiness,
+    ready: Option<&crate::kit::readiness::Readiness>,
 ) {
     let election = LeaderElection::new(
         client.clone(),
@@ -191,7 +211,9 @@ async fn lead(
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         // A standby is ready: it serves its endpoints and waits for the Lease.
-        ready.set_started();
+        if let Some(ready) = ready {
+            ready.set_started();
+        }
         let mut leadership = if opts.leader_elect {
             tracing::info!(lease = %opts.lease_name, identity = %opts.identity, "campaigning for leadership");
             tokio::select! {
@@ -202,7 +224,9 @@ async fn lead(
             None
         };
         metrics.set_leader(true);
-        ready.set_leading(true);
+        if let Some(ready) = ready {
+            ready.set_leading(true);
+        }
         // Another replica may have published while this one was not leading.
         wiring.hub_index.forget_published();
         tracing::info!("leading: starting controllers");
@@ -231,7 +255,9 @@ async fn lead(
             }
         }
         metrics.set_leader(false);
-        ready.set_leading(false);
+        if let Some(ready) = ready {
+            ready.set_leading(false);
+        }
         if exiting {
             if let Some(l) = leadership {
                 l.release().await;
@@ -262,18 +288,11 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 
 /// The controllers a leader runs, by name: each started when leadership is won, stopped (in
 /// flight work finished) when it is lost.
-fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
+fn controllers(w: &Wiring, sharded: bool) -> Vec<(&'static str, Start)> {
     let concurrency = w.concurrency;
     let install = w.install.clone();
     let installer = w.installer.clone();
-    let hub = Arc::new(
-        crate::hub::controller::Hub::new(
-            w.kit.client.clone(),
-            w.hub_index.clone(),
-            w.kit.metrics.clone(),
-        )
-        .with_readiness(w.kit.readiness.clone()),
-    );
+    let hub = Arc::new(hub(w));
     let exporter = Arc::new(crate::hub::export::Exporter {
         kit: w.kit.clone(),
         index: w.hub_index.clone(),
@@ -286,7 +305,7 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
     let aws_configs = ec2_ctx.clone();
     let ec2 = Arc::new(crate::ec2::controller::Ec2Controller::new(ec2_ctx));
     let managed = w.managed.clone();
-    vec![
+    let mut table: Vec<(&'static str, Start)> = vec![
         (
             "ProviderConfig controller",
             Box::new(move |stop| {
@@ -296,12 +315,6 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
         (
             "Provider controller",
             Box::new(move |stop| crate::installer::run(installer.clone(), stopped(stop)).boxed()),
-        ),
-        (
-            "dependency hub",
-            Box::new(move |stop| {
-                crate::hub::controller::run(hub.clone(), concurrency, stopped(stop)).boxed()
-            }),
         ),
         (
             "ConfigExport controller",
@@ -321,11 +334,81 @@ fn controllers(w: &Wiring) -> Vec<(&'static str, Start)> {
                 crate::ec2::config::run(aws_configs.clone(), stopped(stop)).boxed()
             }),
         ),
-        (
+    ];
+    // Sharded, every replica runs these on its share (see `run_sharded`).
+    if !sharded {
+        table.push((
+            "dependency hub",
+            Box::new(move |stop| {
+                crate::hub::controller::run(hub.clone(), concurrency, stopped(stop)).boxed()
+            }),
+        ));
+        table.push((
             "managed-resource supervisor",
-            Box::new(move |stop| supervise_kinds(managed.clone(), concurrency, stop).boxed()),
-        ),
-    ]
+            Box::new(move |stop| supervise_kinds(managed.clone(), concurrency, stop, None).boxed()),
+        ));
+    }
+    table
+}
+
+fn hub(w: &Wiring) -> crate::hub::controller::Hub {
+    crate::hub::controller::Hub::new(
+        w.kit.client.clone(),
+        w.hub_index.clone(),
+        w.kit.metrics.clone(),
+    )
+    .with_readiness(w.kit.readiness.clone())
+}
+
+/// `--shards auto`: joins the shard ring and runs the managed resources and the hub on this
+/// replica's share, while campaigning for the leader Lease for everything else; on shutdown,
+/// stops the share's work, then leaves the ring so the others take over at once.
+async fn run_sharded(
+    opts: &Options,
+    client: &kube::Client,
+    wiring: &Wiring,
+    ready: &crate::kit::readiness::Readiness,
+) {
+    let membership = Membership::new(
+        client.clone(),
+        &opts.lease_namespace,
+        &opts.lease_name,
+        &opts.identity,
+        opts.lease_duration,
+    )
+    .with_fence(wiring.managed.kit.fence.clone())
+    .with_metrics(wiring.kit.metrics.clone());
+    let (shard, link) = membership.start();
+    let (stop_tx, stop) = watch::channel(false);
+    let hub = Arc::new(hub(wiring).with_shard(link.ownership.clone()));
+    let concurrency = wiring.concurrency;
+    let hub_task = tokio::spawn(crate::hub::controller::run(
+        hub,
+        concurrency,
+        stopped(stop.clone()),
+    ));
+    let kinds = tokio::spawn(supervise_kinds(
+        wiring.managed.clone(),
+        concurrency,
+        stop,
+        Some(link),
+    ));
+    // Every member works; /readyz waits for its caches.
+    ready.set_started();
+    ready.set_leading(true);
+    let table = controllers(wiring, true);
+    lead(opts, client, wiring, &table, None).await;
+    let _ = stop_tx.send(true);
+    for (name, task) in [
+        ("dependency hub", hub_task),
+        ("managed-resource supervisor", kinds),
+    ] {
+        if let Err(err) = task.await {
+            tracing::error!("{name} failed: {err}");
+        }
+    }
+    ready.set_leading(false);
+    shard.leave(&membership).await;
 }
 
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
@@ -376,65 +459,4 @@ fn spawn_pool_gauges(
             metrics.set_provider_restarts(&pool.restarts());
         }
     })
-}
-
-/// Starts a controller for every generated kind whose CRD is Established, now or later; stops
-/// one when its CRD is suspended (its Provider was deleted) or deleted; stops them all when
-/// `stop` turns true.
-async fn supervise_kinds(ctx: Arc<Context>, concurrency: u16, stop: watch::Receiver<bool>) {
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let config = watcher::Config::default().labels(PROVIDER_ANNOTATION);
-    let mut events = watcher(crds, config).default_backoff().boxed();
-    let mut running: HashMap<String, (KindInfo, watch::Sender<bool>)> = HashMap::new();
-    let mut tasks = JoinSet::new();
-    let mut stop_wait = stop.clone();
-    loop {
-        let ev = tokio::select! {
-            _ = stop_wait.wait_for(|s| *s) => break,
-            ev = events.next() => ev,
-        };
-        let crd = match ev {
-            Some(Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd))) => crd,
-            Some(Ok(watcher::Event::Delete(crd))) => {
-                if let Some((kind, tx)) = running.remove(&crd.name_any()) {
-                    tracing::info!(kind = %kind.label(), "CRD deleted: stopping its controller");
-                    let _ = tx.send(true);
-                }
-                continue;
-            }
-            Some(Ok(_)) => continue,
-            Some(Err(err)) => {
-                tracing::warn!("watching CRDs: {err}");
-                continue;
-            }
-            None => break,
-        };
-        let name = crd.name_any();
-        let Some(kind) = KindInfo::from_crd(&crd) else {
-            if let Some((kind, tx)) = running.remove(&name) {
-                tracing::info!(kind = %kind.label(), "kind suspended: stopping its controller");
-                let _ = tx.send(true);
-            }
-            continue;
-        };
-        if running.get(&name).is_some_and(|(k, _)| *k == kind) {
-            continue;
-        }
-        let (tx, mut rx) = watch::channel(false);
-        if let Some((_, old)) = running.insert(name, (kind.clone(), tx)) {
-            let _ = old.send(true);
-        }
-        let mut all = stop.clone();
-        let shutdown = async move {
-            tokio::select! {
-                _ = rx.wait_for(|s| *s) => {}
-                _ = all.wait_for(|s| *s) => {}
-            }
-        };
-        tasks.spawn(run_kind(ctx.clone(), kind, concurrency, shutdown));
-    }
-    for (_, tx) in running.into_values() {
-        let _ = tx.send(true);
-    }
-    while tasks.join_next().await.is_some() {}
 }

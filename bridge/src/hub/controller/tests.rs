@@ -175,7 +175,12 @@ async fn a_cycle_is_reported_and_its_other_members_resolved_again() -> anyhow::R
     request(&fake, "pet-a.x", reads("pet-b"));
     request(&fake, "pet-b", reads("pet-a.x"));
     let hub = hub(&fake);
-    let mut again = std::pin::pin!(retriggered(&hub));
+    let mut again = std::pin::pin!(retriggered(
+        hub.retriggered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(),
+    ));
     pass(&fake, &hub, "pet-a.x").await?;
     assert_eq!(ready(&stored(&fake, "pet-a.x")).1, reason::NOT_FOUND);
     pass(&fake, &hub, "pet-b").await?;
@@ -254,5 +259,50 @@ async fn a_conflict_on_the_status_write_converges_on_retry() -> anyhow::Result<(
     pass(&fake, &hub, "object-x").await?;
     assert_eq!(ready(&stored(&fake, "object-x")).1, reason::RESOLVED);
     assert_eq!(values(&stored(&fake, "object-x")), json!({"id": "i-1"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sharded_hub_resolves_only_the_requests_of_its_consumers() -> anyhow::Result<()> {
+    use crate::kit::ring::{Ownership, View};
+    let fake = FakeApi::new();
+    config_map(&fake, "settings", json!({"size": "3"}));
+    fake.insert(
+        "dependencyrequests",
+        json!({"apiVersion": GROUP_VERSION, "kind": "DependencyRequest",
+               "metadata": {"name": "pet", "namespace": NS,
+                            "ownerReferences": [{"apiVersion": "x/v1", "kind": "Pet", "name": "pet",
+                                                 "uid": "consumer-uid", "controller": true}]},
+               "spec": {"consumer": {"apiVersion": "x/v1", "kind": "Pet", "name": "pet"},
+                        "references": [{"path": "size", "configMapKeyRef": {"name": "settings", "key": "size"}}]}}),
+    );
+    let view = View::new(["replica-a", "replica-b"]);
+    let owner = view.owner("consumer-uid").expect("an owner").to_owned();
+    let other = if owner == "replica-a" {
+        "replica-b"
+    } else {
+        "replica-a"
+    };
+    let share = |me: &str| Ownership::Shard {
+        me: me.into(),
+        views: vec![view.clone()],
+    };
+    let (tx, rx) = tokio::sync::watch::channel((share(other), 1));
+    let hub = Arc::new(
+        Hub::new(
+            fake.client(),
+            Arc::new(Index::default()),
+            Arc::new(Metrics::new()),
+        )
+        .with_shard(rx),
+    );
+    pass(&fake, &hub, "pet").await?;
+    assert!(
+        stored(&fake, "pet").status.is_none(),
+        "the replica that does not own the consumer wrote its resolution"
+    );
+    tx.send_replace((share(&owner), 2));
+    pass(&fake, &hub, "pet").await?;
+    assert_eq!(ready(&stored(&fake, "pet")).0, "True");
     Ok(())
 }

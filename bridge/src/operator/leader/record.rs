@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 /// What a candidate does with the Lease it has just read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Decision {
+pub(in crate::operator) enum Decision {
     /// This identity holds it: renew.
     Renew,
     /// Nobody holds it (released, or never held): take it.
@@ -25,7 +25,7 @@ pub(super) enum Decision {
 /// Decides what `identity` may do with `lease` at wall-clock `now`, having seen this exact
 /// record (same `resourceVersion`) for `unchanged_for`. `default_duration` stands in for a
 /// missing `leaseDurationSeconds`.
-pub(super) fn decide(
+pub(in crate::operator) fn decide(
     lease: &Lease,
     identity: &str,
     now: Timestamp,
@@ -66,7 +66,12 @@ pub(super) fn decide(
 
 /// `lease` rewritten so `identity` holds it as of `now` (keeps `resourceVersion`, so the
 /// replace fails if someone wrote in between).
-pub(super) fn claim(mut lease: Lease, identity: &str, now: Timestamp, duration: Duration) -> Lease {
+pub(in crate::operator) fn claim(
+    mut lease: Lease,
+    identity: &str,
+    now: Timestamp,
+    duration: Duration,
+) -> Lease {
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     if spec.holder_identity.as_deref() != Some(identity) {
         spec.holder_identity = Some(identity.to_owned());
@@ -79,7 +84,12 @@ pub(super) fn claim(mut lease: Lease, identity: &str, now: Timestamp, duration: 
 }
 
 /// A new Lease held by `identity` as of `now`.
-pub(super) fn fresh(name: &str, identity: &str, now: Timestamp, duration: Duration) -> Lease {
+pub(in crate::operator) fn fresh(
+    name: &str,
+    identity: &str,
+    now: Timestamp,
+    duration: Duration,
+) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -97,7 +107,7 @@ pub(super) fn fresh(name: &str, identity: &str, now: Timestamp, duration: Durati
 }
 
 /// `lease` given up: no holder, and (as client-go writes it) a one-second duration.
-pub(super) fn released(mut lease: Lease, now: Timestamp) -> Lease {
+pub(in crate::operator) fn released(mut lease: Lease, now: Timestamp) -> Lease {
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     spec.holder_identity = None;
     spec.lease_duration_seconds = Some(1);
@@ -112,7 +122,7 @@ fn whole_seconds(duration: Duration) -> i32 {
     i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
 }
 
-pub(super) fn holder_of(lease: &Lease) -> String {
+pub(in crate::operator) fn holder_of(lease: &Lease) -> String {
     lease
         .spec
         .as_ref()
@@ -122,12 +132,12 @@ pub(super) fn holder_of(lease: &Lease) -> String {
 
 /// How long this candidate has seen the same Lease record: client-go's `observedTime`.
 #[derive(Debug, Default)]
-pub(super) struct Observer {
+pub(in crate::operator) struct Observer {
     seen: Option<(Option<String>, Instant)>,
 }
 
 impl Observer {
-    pub(super) fn unchanged_for(&mut self, lease: &Lease) -> Duration {
+    pub(in crate::operator) fn unchanged_for(&mut self, lease: &Lease) -> Duration {
         let version = lease.metadata.resource_version.clone();
         match &self.seen {
             Some((seen, since)) if *seen == version => since.elapsed(),

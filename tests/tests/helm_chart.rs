@@ -140,9 +140,14 @@ fn optional_values_render_what_they_say() -> anyhow::Result<()> {
         "kind: PodDisruptionBudget",
         "priorityClassName",
         "role-arn",
+        r#""list", "create", "update", "patch", "delete""#,
     ] {
         ensure!(!plain.contains(absent), "{absent} rendered by default");
     }
+    ensure!(
+        plain.contains("- --shards=off"),
+        "sharding is not off by default"
+    );
     let rendered = helm_template(&[
         "metrics.expose=true",
         "metrics.serviceMonitor.enabled=true",
@@ -157,6 +162,7 @@ fn optional_values_render_what_they_say() -> anyhow::Result<()> {
         "nodeSelector.kubernetes\\.io/os=linux",
         "tolerations[0].key=dedicated",
         "tolerations[0].operator=Exists",
+        "operator.shards=auto",
     ])?;
     for line in [
         "kind: ServiceMonitor",
@@ -170,6 +176,8 @@ fn optional_values_render_what_they_say() -> anyhow::Result<()> {
         "example.com/team: platform",
         "kubernetes.io/os: linux",
         "key: dedicated",
+        "- --shards=auto",
+        r#"verbs: ["get", "list", "create", "update", "patch", "delete"]"#,
     ] {
         ensure!(
             rendered.contains(line),
@@ -210,6 +218,7 @@ fn lint_is_clean_and_the_schema_refuses_bad_values() -> anyhow::Result<()> {
             "/operator/providerIdleTimeout",
         ),
         ("metrics.port=80800", "/metrics/port"),
+        ("operator.shards=on", "/operator/shards"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         ("resources.limits.memory=lots", "/resources/limits/memory"),
         ("operator.providerEnv={AWS-*}", "/operator/providerEnv/0"),

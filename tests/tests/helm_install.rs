@@ -12,7 +12,8 @@
 //!
 //! Then `helm upgrade` (CRDs untouched, the Deployment changed) and `helm uninstall`: the
 //! chart's objects go, the CRDs and every custom resource stay, the cloud objects stay; a
-//! reinstall picks them up again without creating anything twice.
+//! reinstall with `operator.shards=auto` (the operator then runs sharded, under the chart's
+//! Role for its ring of Leases) picks them up again without creating anything twice.
 
 use std::path::Path;
 use std::time::Duration;
@@ -199,7 +200,7 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     let mirror_set = format!("operator.providerMirror={}", mirror.display());
 
     // The same install twice (the second after `helm uninstall`); the namespace stays.
-    let install = || {
+    let install = |extra: &[&str]| {
         let args = [
             "install",
             RELEASE,
@@ -210,9 +211,12 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         ];
         let mut args = args.to_vec();
         args.extend(["--set", &mirror_set]);
+        for set in extra {
+            args.extend(["--set", set]);
+        }
         helm.run(&args)
     };
-    install()?;
+    install(&[])?;
     // Every object the release rendered exists (kubectl fails on the first that does not).
     let manifest = helm.run(&["get", "manifest", RELEASE, "-n", SYSTEM])?;
     let got = cp.kubectl_stdin(&["get", "-f", "-", "-o", "name"], manifest.as_bytes())?;
@@ -365,8 +369,9 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         "the cloud objects went with the release"
     );
 
-    // Reinstalled, a new operator adopts what is there: nothing created or changed twice.
-    install()?;
+    // Reinstalled, sharded this time (the chart's Role then also lets it list and delete
+    // Leases): a new operator adopts what is there, nothing created or changed twice.
+    install(&["operator.shards=auto"])?;
     let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
     let result = (|| {
@@ -387,6 +392,11 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         )?;
         reconciled(&cp, OBJECTS, "first")?;
         reconciled(&cp, OBJECTS, "second")?;
+        let members = op.metric("kraken_shard_members")?;
+        ensure!(
+            members == 1.0,
+            "the sharded operator sees {members} members"
+        );
         let events = ledger::event_log(&ledger_dir)?;
         ensure!(
             events.len() == events_before,

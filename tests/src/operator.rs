@@ -198,6 +198,24 @@ impl Operator {
         Ok(())
     }
 
+    /// SIGTERM the operator (a pod being deleted) and wait up to `timeout` for it to exit.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let pid = self.pid().context("the operator is not running")?;
+        signal("-TERM", &[pid])?;
+        let child = self.child.as_mut().context("the operator is not running")?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                self.child = None;
+                return Ok(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                bail!("the operator did not exit within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGSTOP the operator process alone (its providers keep running): a pause, as a frozen
     /// VM or a stalled process gives one.
     pub fn pause(&self) -> anyhow::Result<()> {

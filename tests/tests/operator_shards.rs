@@ -1,0 +1,248 @@
+//! Scale-out: three `kraken operator --shards auto` replicas split 1,000 fixture objects by a
+//! consistent hash of their UIDs, while replicas are killed and added:
+//! - during the creates, replica-c is SIGKILLed (with its providers): once its membership Lease
+//!   expires, replica-a and replica-b take its share;
+//! - during the changes, replica-d joins (the others drain what moves to it before it starts)
+//!   and then replica-a is SIGKILLed;
+//! - at the end replica-d is SIGTERMed: it leaves the ring (deletes its Lease) and replica-b
+//!   takes everything without waiting for a Lease to expire.
+//!
+//! The fixture's ledger proves each change was applied exactly once — one create and one update
+//! per object, no delete — so no object was ever worked on by two replicas at once, and every
+//! object converges. The replicas' own metrics show the split: each surviving replica manages a
+//! share, the shares add up to every object, and each runs its own provider process.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure};
+use kraken_tests::ledger;
+use kraken_tests::operator::bed::{
+    OBJECTS, describe, is_reconciled, object_manifest, yaml_documents,
+};
+use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
+use kraken_tests::wait_for;
+use serde_json::{Value, json};
+
+const N: usize = 1000;
+/// The operator's default `--lease-duration`.
+const LEASE: Duration = Duration::from_secs(10);
+const CONVERGE: Duration = Duration::from_secs(420);
+
+fn options(identity: &str) -> OperatorOptions {
+    OperatorOptions {
+        label: identity.into(),
+        rust_log: "info".into(),
+        leader_elect: true,
+        env: vec![("POD_NAME".into(), identity.into())],
+        args: vec!["--shards".into(), "auto".into()],
+        ..OperatorOptions::default()
+    }
+}
+
+fn name(i: usize) -> String {
+    format!("sh-{i:04}")
+}
+
+/// Objects this replica manages now (its share, from its own metrics).
+fn managed(op: &Operator) -> f64 {
+    op.metric_where("kraken_managed_resources", |labels| {
+        labels
+            .iter()
+            .any(|(k, v)| k == "kind" && v.starts_with("Object."))
+    })
+    .unwrap_or(0.0)
+}
+
+/// Waits until every replica in `ops` sees `n` members and their shares add up to `N`, each
+/// non-empty: the ring has settled on them.
+fn settled(ops: &[&Operator], n: usize) -> anyhow::Result<Vec<f64>> {
+    wait_for(
+        LEASE * 3 + Duration::from_secs(60),
+        &format!("{n} replicas to settle their shares"),
+        || {
+            let members: Vec<f64> = ops
+                .iter()
+                .map(|op| op.metric("kraken_shard_members").unwrap_or(0.0))
+                .collect();
+            let shares: Vec<f64> = ops.iter().map(|op| managed(op)).collect();
+            let total: f64 = shares.iter().sum();
+            #[allow(clippy::cast_precision_loss)]
+            let all = N as f64;
+            #[allow(clippy::cast_precision_loss)]
+            let want = n as f64;
+            if members.iter().all(|m| *m == want)
+                && (total - all).abs() < 0.5
+                && shares.iter().all(|s| *s > 0.0)
+            {
+                Ok(Some(shares))
+            } else {
+                bail!("members {members:?}, shares {shares:?}")
+            }
+        },
+    )
+}
+
+/// Per object name: (creates, updates, deletes) in the ledger.
+fn writes_by_name(bed: &FixtureBed) -> anyhow::Result<BTreeMap<String, (usize, usize, usize)>> {
+    let mut by = BTreeMap::<String, (usize, usize, usize)>::new();
+    for e in ledger::event_log(bed.ledger_dir())? {
+        let entry = by.entry(e.name.trim_matches('"').to_owned()).or_default();
+        match e.op.as_str() {
+            "create" => entry.0 += 1,
+            "update" => entry.1 += 1,
+            _ => entry.2 += 1,
+        }
+    }
+    Ok(by)
+}
+
+fn all_converged(bed: &FixtureBed, size: u64) -> anyhow::Result<()> {
+    wait_for(
+        CONVERGE,
+        &format!("all {N} objects reconciled at size {size}"),
+        || {
+            let out = bed
+                .cp
+                .kubectl(&["-n", &bed.ns, "get", OBJECTS, "-o", "json"])?;
+            let list: Value = serde_json::from_str(&out)?;
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            let behind: Vec<&Value> = items
+                .iter()
+                .filter(|o| !is_reconciled(o) || o["status"]["atProvider"]["size"] != size)
+                .collect();
+            if items.len() == N && behind.is_empty() {
+                Ok(Some(()))
+            } else {
+                let some: Vec<String> = behind.iter().take(3).map(|o| describe(o)).collect();
+                bail!("{} objects, {} behind: {some:?}", items.len(), behind.len())
+            }
+        },
+    )
+}
+
+/// `kubectl patch` of the objects `names` to `size`, in one call.
+fn patch(bed: &FixtureBed, names: &[String], size: u64) -> anyhow::Result<()> {
+    let patch = json!({"spec": {"forProvider": {"size": size}}}).to_string();
+    let mut args = vec![
+        "-n",
+        &bed.ns,
+        "patch",
+        OBJECTS,
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    args.extend(names.iter().map(String::as_str));
+    bed.cp.kubectl(&args)?;
+    Ok(())
+}
+
+#[test]
+fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result<()> {
+    let mut bed = FixtureBed::start("shards", options("replica-a"))?;
+    let mut b = Operator::start(&bed.cp, options("replica-b"))?;
+    let mut c = Operator::start(&bed.cp, options("replica-c"))?;
+    let mut d: Option<Operator> = None;
+    let result = (|| {
+        b.wait_ready(Duration::from_secs(60))?;
+        c.wait_ready(Duration::from_secs(60))?;
+        // Each apply takes a while, so creates and changes are in flight when a replica dies.
+        bed.apply_provider_config("default", json!({"applyDelayMs": 30}))?;
+        let docs: Vec<Value> = (0..N)
+            .map(|i| {
+                object_manifest(
+                    &bed.ns,
+                    &name(i),
+                    json!({"forProvider": {"name": name(i), "size": 1}}),
+                )
+            })
+            .collect();
+        let started = Instant::now();
+        bed.apply(&yaml_documents(&docs))?;
+        let shares = settled(&[&bed.op, &b, &c], 3)?;
+        eprintln!("shares of 3 replicas: {shares:?}");
+        wait_for(Duration::from_secs(180), "a third of the creates", || {
+            Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
+        })?;
+        c.kill()?;
+        let killed = Instant::now();
+        let shares = settled(&[&bed.op, &b], 2)?;
+        eprintln!(
+            "replica-c killed: a and b settled on {shares:?} after {:.1} s",
+            killed.elapsed().as_secs_f64()
+        );
+        all_converged(&bed, 1)?;
+        eprintln!("created {N} in {:.1} s", started.elapsed().as_secs_f64());
+
+        // Changes: replica-d joins a quarter in, replica-a dies half-way.
+        let names: Vec<String> = (0..N).map(name).collect();
+        for (i, chunk) in names.chunks(50).enumerate() {
+            patch(&bed, chunk, 2)?;
+            let done = (i + 1) * 50;
+            if done == N / 4 {
+                d = Some(Operator::start(&bed.cp, options("replica-d"))?);
+            }
+            if done == N / 2 {
+                bed.op.kill()?;
+            }
+        }
+        let d = d
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("replica-d never started"))?;
+        all_converged(&bed, 2)?;
+        let shares = settled(&[&b, d], 2)?;
+        eprintln!("after replica-d joined and replica-a died: b and d hold {shares:?}");
+        for (label, op) in [("replica-b", &b), ("replica-d", &*d)] {
+            let processes = op.metric("kraken_provider_processes")?;
+            ensure!(processes >= 1.0, "{label} runs no provider process");
+        }
+
+        // Scaled down: replica-d leaves the ring on SIGTERM (its Lease deleted), so replica-b
+        // takes everything at once instead of after a lease duration.
+        let leaving = Instant::now();
+        d.terminate(Duration::from_secs(60))?;
+        wait_for(LEASE * 2, "replica-b alone in the ring", || {
+            Ok((b.metric("kraken_shard_members").unwrap_or(0.0) == 1.0).then_some(()))
+        })?;
+        let handover = leaving.elapsed();
+        let shares = settled(&[&b], 1)?;
+        eprintln!(
+            "replica-d terminated: replica-b holds {shares:?} {:.1} s after SIGTERM",
+            handover.as_secs_f64()
+        );
+        ensure!(
+            handover < LEASE,
+            "a graceful leave took {handover:?}, as long as a lease"
+        );
+
+        let writes = writes_by_name(&bed)?;
+        ensure!(
+            writes.len() == N,
+            "the ledger names {} objects",
+            writes.len()
+        );
+        let wrong: Vec<_> = writes
+            .iter()
+            .filter(|(_, w)| **w != (1, 1, 0))
+            .take(5)
+            .collect();
+        ensure!(
+            wrong.is_empty(),
+            "(creates, updates, deletes) per object should be (1, 1, 0): {wrong:?}"
+        );
+        ensure!(
+            ledger::live_objects(bed.ledger_dir()) == N,
+            "live objects in the ledger"
+        );
+        Ok(())
+    })();
+    let result = result.map_err(|e| {
+        e.context(format!(
+            "replica-b log tail:\n{}\nreplica-a log tail:\n{}",
+            b.log_tail(30),
+            bed.op.log_tail(30)
+        ))
+    });
+    bed.finish(result)
+}

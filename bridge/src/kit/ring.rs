@@ -75,8 +75,13 @@ impl View {
     }
 
     /// The member that owns `key` (an object's UID); `None` for an empty view.
+    ///
+    /// The key's place on the ring is the 64-bit FNV-1a of its bytes, unmixed: the hash the
+    /// API server's server-side sharded list and watch (`shardRange(object.metadata.uid, …)`,
+    /// alpha in Kubernetes 1.36) filters on, so a member's share is a set of ranges that API
+    /// can serve.
     pub fn owner(&self, key: &str) -> Option<&str> {
-        let h = mix(fnv1a(key.as_bytes()));
+        let h = fnv1a(key.as_bytes());
         let at = self.points.partition_point(|(p, _)| *p < h);
         let (_, i) = self.points.get(at).or_else(|| self.points.first())?;
         self.members.iter().nth(*i).map(String::as_str)

@@ -1,0 +1,291 @@
+//! Scale-out benchmark: `kraken operator --shards auto` (release build) with 1, 2 and 3 replicas
+//! over N fixture objects (default 10,000) on one control plane, printing markdown tables for
+//! `docs/benchmarks.md`:
+//! 1. create throughput, T objects (default 1,000) applied until all are in the fixture's
+//!    ledger, with 1 replica and then with 3 (expect no gain on 2 cores: the API server, etcd,
+//!    the replicas and the providers share them);
+//! 2. per replica, with every object in place and the ring settled: the operator's RSS above
+//!    an idle replica's (its managed-resource memory), objects owned, provider processes and
+//!    their RSS — fresh replicas each time (started over the N objects, so none holds memory
+//!    of a larger share it had before), for 1, 2 and 3 replicas;
+//! 3. fail-over with 3 replicas: one replica SIGKILLed and P objects changed at once; the time
+//!    from the kill until its share of the changes reached the ledger (the survivors took over).
+//!
+//! Knobs: `KRAKEN_BENCH_SHARDS_N` (10000), `KRAKEN_BENCH_SHARDS_T` (1000),
+//! `KRAKEN_BENCH_SHARDS_P` (60), `KRAKEN_BENCH_OPERATORS` (the first build is used).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use kraken_tests::bench::{env_or, operator_builds};
+use kraken_tests::operator::bed::{OBJECTS, object_manifest, yaml_documents};
+use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
+use kraken_tests::{ledger, rss_bytes, wait_for};
+use serde_json::json;
+
+const LEASE: Duration = Duration::from_secs(10);
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn options(label: &str, bin: &std::path::Path) -> OperatorOptions {
+    OperatorOptions {
+        label: label.into(),
+        rust_log: "info".into(),
+        leader_elect: true,
+        bin: Some(bin.to_path_buf()),
+        env: vec![("POD_NAME".into(), label.into())],
+        args: vec!["--shards".into(), "auto".into()],
+        ..OperatorOptions::default()
+    }
+}
+
+/// Objects `op` manages now (its share).
+fn owned(op: &Operator) -> f64 {
+    op.metric_where("kraken_managed_resources", |l| {
+        l.iter()
+            .any(|(k, v)| k == "kind" && v.starts_with("Object."))
+    })
+    .unwrap_or(0.0)
+}
+
+/// Until every replica sees `ops.len()` members and their shares add up to `total`.
+fn settle(ops: &[&Operator], total: usize) -> anyhow::Result<Vec<f64>> {
+    #[allow(clippy::cast_precision_loss)]
+    let (want, n) = (total as f64, ops.len() as f64);
+    wait_for(Duration::from_secs(900), "the ring to settle", || {
+        let members: Vec<f64> = ops
+            .iter()
+            .map(|o| o.metric("kraken_shard_members").unwrap_or(0.0))
+            .collect();
+        let shares: Vec<f64> = ops.iter().map(|o| owned(o)).collect();
+        if members.iter().all(|m| *m == n) && (shares.iter().sum::<f64>() - want).abs() < 0.5 {
+            Ok(Some(shares))
+        } else {
+            bail!("members {members:?}, shares {shares:?}")
+        }
+    })
+}
+
+/// Until no replica has started a reconcile for `quiet`.
+fn quiesce(ops: &[&Operator], quiet: Duration) -> anyhow::Result<()> {
+    let runs = || -> f64 {
+        ops.iter()
+            .map(|o| o.metric("kraken_reconcile_runs_total").unwrap_or(0.0))
+            .sum()
+    };
+    let (mut seen, mut since) = (runs(), Instant::now());
+    let started = Instant::now();
+    while since.elapsed() < quiet {
+        if started.elapsed() > Duration::from_secs(900) {
+            bail!("the replicas never went quiet");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let now = runs();
+        if (now - seen).abs() > 0.5 {
+            (seen, since) = (now, Instant::now());
+        }
+    }
+    Ok(())
+}
+
+/// Applies objects `prefix-0..n` (size 1), 1,000 per kubectl call.
+fn create(bed: &FixtureBed, prefix: &str, n: usize) -> anyhow::Result<()> {
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:05}")).collect();
+    for chunk in names.chunks(1000) {
+        let docs: Vec<_> = chunk
+            .iter()
+            .map(|name| {
+                object_manifest(
+                    &bed.ns,
+                    name,
+                    json!({"forProvider": {"name": name, "size": 1}}),
+                )
+            })
+            .collect();
+        bed.apply(&yaml_documents(&docs))?;
+    }
+    Ok(())
+}
+
+/// Creates `n` objects and times them into the ledger: objects per second.
+fn throughput(bed: &FixtureBed, prefix: &str, n: usize) -> anyhow::Result<f64> {
+    let before = ledger::live_objects(bed.ledger_dir());
+    let started = Instant::now();
+    create(bed, prefix, n)?;
+    wait_for(
+        Duration::from_secs(1800),
+        "the creates in the ledger",
+        || {
+            let live = ledger::live_objects(bed.ledger_dir());
+            Ok((live >= before + n).then_some(()))
+        },
+    )?;
+    #[allow(clippy::cast_precision_loss)]
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+/// One replica's numbers: RSS above idle, objects, provider processes and their RSS.
+struct Replica {
+    rss: f64,
+    objects: f64,
+    providers: f64,
+    provider_rss: f64,
+}
+
+fn measure(op: &Operator, idle: f64) -> anyhow::Result<Replica> {
+    let pid = op.pid().context("a replica is not running")?;
+    #[allow(clippy::cast_precision_loss)]
+    let rss = rss_bytes(pid).context("reading the replica's RSS")? as f64;
+    Ok(Replica {
+        rss: (rss - idle) / MIB,
+        objects: owned(op),
+        providers: op.metric("kraken_provider_processes").unwrap_or(0.0),
+        provider_rss: op
+            .metric("kraken_provider_resident_memory_bytes")
+            .unwrap_or(0.0)
+            / MIB,
+    })
+}
+
+/// Starts `labels` fresh over what is there, waits until they settled and went quiet.
+fn fresh(
+    bed: &FixtureBed,
+    bin: &std::path::Path,
+    labels: &[&str],
+    total: usize,
+) -> anyhow::Result<Vec<Operator>> {
+    let mut ops = Vec::new();
+    for label in labels {
+        ops.push(Operator::start(&bed.cp, options(label, bin))?);
+    }
+    let refs: Vec<&Operator> = ops.iter().collect();
+    settle(&refs, total)?;
+    quiesce(&refs, Duration::from_secs(10))?;
+    Ok(ops)
+}
+
+fn main() -> anyhow::Result<()> {
+    if !std::env::args().any(|a| a == "--bench") {
+        return Ok(());
+    }
+    let n: usize = env_or("KRAKEN_BENCH_SHARDS_N", 10_000)?;
+    let t: usize = env_or("KRAKEN_BENCH_SHARDS_T", 1_000)?;
+    let p: usize = env_or("KRAKEN_BENCH_SHARDS_P", 60)?;
+    anyhow::ensure!(n >= 2 * t && t > 0 && p > 0, "need N ≥ 2T, T > 0, P > 0");
+    let build = operator_builds()?
+        .into_iter()
+        .next()
+        .context("no operator build")?;
+    let bin = build.bin.clone();
+    let mut bed = FixtureBed::start("bench-shards", options("r1", &bin))?;
+    let result = run(&mut bed, &bin, (n, t, p));
+    bed.finish(result)
+}
+
+fn run(
+    bed: &mut FixtureBed,
+    bin: &std::path::Path,
+    (n, t, p): (usize, usize, usize),
+) -> anyhow::Result<()> {
+    settle(&[&bed.op], 0)?;
+    std::thread::sleep(Duration::from_secs(5));
+    #[allow(clippy::cast_precision_loss)]
+    let idle = rss_bytes(bed.op.pid().context("r1")?).context("idle RSS")? as f64;
+    eprintln!("idle replica: {:.0} MiB", idle / MIB);
+
+    let one = throughput(bed, "t1", t)?;
+    eprintln!("1 replica: {one:.1} creates/s");
+    create(bed, "bulk", n - 2 * t)?;
+    let mut r2 = Operator::start(&bed.cp, options("r2", bin))?;
+    let mut r3 = Operator::start(&bed.cp, options("r3", bin))?;
+    wait_for(Duration::from_secs(1800), "the bulk in the ledger", || {
+        Ok((ledger::live_objects(bed.ledger_dir()) >= n - t).then_some(()))
+    })?;
+    settle(&[&bed.op, &r2, &r3], n - t)?;
+    let three = throughput(bed, "t3", t)?;
+    eprintln!("3 replicas: {three:.1} creates/s");
+    bed.op.kill()?;
+    r2.kill()?;
+    r3.kill()?;
+
+    let mut rows = Vec::new();
+    for labels in [&["a1"][..], &["b1", "b2"], &["c1", "c2", "c3"]] {
+        let ops = fresh(bed, bin, labels, n)?;
+        for (label, op) in labels.iter().zip(&ops) {
+            rows.push((labels.len(), (*label).to_owned(), measure(op, idle)?));
+        }
+        if labels.len() < 3 {
+            drop(ops);
+            continue;
+        }
+        eprintln!("fail-over: {}", failover(bed, ops, p)?);
+    }
+    report(n, (one, three), &rows);
+    Ok(())
+}
+
+/// Kills the third replica and at once changes `p` objects (about a third of them its):
+/// seconds from the kill until every change is in the ledger, the killed replica's applied by
+/// the others once its membership Lease expired.
+fn failover(bed: &FixtureBed, mut ops: Vec<Operator>, p: usize) -> anyhow::Result<String> {
+    let updates = || -> anyhow::Result<usize> {
+        Ok(ledger::event_log(bed.ledger_dir())?
+            .iter()
+            .filter(|e| e.op == "update")
+            .count())
+    };
+    let before = updates()?;
+    let names: Vec<String> = (0..p).map(|i| format!("bulk-{i:05}")).collect();
+    let patch = json!({"spec": {"forProvider": {"size": 2}}}).to_string();
+    let mut args = vec![
+        "-n",
+        &bed.ns,
+        "patch",
+        OBJECTS,
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    args.extend(names.iter().map(String::as_str));
+    let victim = ops.last_mut().context("no replica")?;
+    victim.kill()?;
+    let killed = Instant::now();
+    bed.cp.kubectl(&args)?;
+    wait_for(LEASE * 6, "every change in the ledger", || {
+        Ok((updates()? >= before + p).then_some(()))
+    })?;
+    Ok(format!(
+        "a replica SIGKILLed and {p} objects changed at once: all {p} changes applied {:.1} s after the kill (lease {LEASE:?})",
+        killed.elapsed().as_secs_f64()
+    ))
+}
+
+fn report(n: usize, (one, three): (f64, f64), rows: &[(usize, String, Replica)]) {
+    println!("### Scale-out: {n} fixture objects, `--shards auto`\n");
+    println!(
+        "| replicas | replica | objects owned | operator RSS above idle, MiB | provider processes | provider RSS, MiB |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (k, label, r) in rows {
+        println!(
+            "| {k} | {label} | {:.0} | {:.1} | {:.0} | {:.1} |",
+            r.objects, r.rss, r.providers, r.provider_rss
+        );
+    }
+    let single = rows
+        .iter()
+        .find(|(k, _, _)| *k == 1)
+        .map_or(f64::NAN, |(_, _, r)| r.rss);
+    let worst3 = rows
+        .iter()
+        .filter(|(k, _, _)| *k == 3)
+        .map(|(_, _, r)| r.rss)
+        .fold(0.0, f64::max);
+    println!(
+        "\nlargest of 3 replicas / single replica, managed-resource memory: {:.2}",
+        worst3 / single
+    );
+    println!(
+        "\ncreate throughput: 1 replica {one:.1}/s, 3 replicas {three:.1}/s (ratio {:.2})",
+        three / one
+    );
+}

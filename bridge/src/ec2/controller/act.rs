@@ -25,6 +25,9 @@ impl Pass<'_> {
         plan: &Plan,
         drift: bool,
     ) -> Result<()> {
+        // A replica whose leadership lapsed (paused past its Lease) must not act on what it
+        // read before: the leader now may have.
+        self.ctrl.ctx.fence.check()?;
         if plan.steps.iter().any(|s| matches!(s, Step::Launch { .. })) {
             self.fence(plan).await?;
         }
@@ -69,6 +72,7 @@ impl Pass<'_> {
         step: &Step,
         drift: bool,
     ) -> Result<()> {
+        self.ctrl.ctx.fence.check()?;
         match step {
             Step::Launch {
                 index,

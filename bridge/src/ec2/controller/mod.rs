@@ -97,6 +97,9 @@ enum Error {
     /// The condition shows the API server's answer after this (`kit::errors::chain`).
     #[error("kubernetes API request failed")]
     Kube(#[from] kube::Error),
+    /// This replica's leadership is not current: nothing is written, not even the condition.
+    #[error(transparent)]
+    Fenced(#[from] crate::kit::fence::Fenced),
 }
 
 impl Error {
@@ -125,6 +128,7 @@ impl Error {
                 ErrorKind::Api | ErrorKind::Other => reasons::AWS_ERROR,
             },
             Error::Kube(_) => reason::API_ERROR,
+            Error::Fenced(_) => reason::FENCED,
         }
     }
 }

@@ -59,6 +59,11 @@ async fn pass(obj: Arc<EC2Instance>, ctrl: Arc<Ec2Controller>) -> Result<Action,
             Ok(action)
         }
         Err(Error::Kube(e)) => Err(e),
+        Err(Error::Fenced(fenced)) => {
+            ctrl.ctx.metrics.reconcile_failed(LABEL, reason::FENCED);
+            tracing::warn!(kind = LABEL, "not acting: {fenced}");
+            Ok(Action::requeue(ctrl.ctx.backoff.failed(&uid)))
+        }
         Err(err) => {
             ctrl.ctx.metrics.reconcile_failed(LABEL, err.reason());
             pass.report(&err).await?;

@@ -263,6 +263,36 @@ mod passes {
     }
 
     #[tokio::test]
+    async fn a_replica_whose_leadership_lapsed_launches_nothing() {
+        use crate::kit::fence::{Epoch, Fence};
+        let api = FakeApi::new();
+        let ec2 = FakeEc2::new();
+        let fence = Fence::leased();
+        let kit = Kit::new(api.client(), Arc::new(Metrics::new())).with_fence(fence.clone());
+        let ctx = Arc::new(Context {
+            kit: Arc::new(kit),
+            hub_index: Arc::new(crate::hub::Index::default()),
+            policy: lab(),
+        });
+        let ctrl = Arc::new(Ec2Controller::with_factory(ctx, Arc::new(ec2.clone())));
+        let w = World { api, ec2, ctrl };
+        w.create("web", spec(2));
+        w.pass("web")
+            .await
+            .expect("a fenced pass is not an API error");
+        assert_eq!(w.ec2.launches(), 0, "launched while fenced");
+        let status = w.obj("web").and_then(|o| o.status).unwrap_or_default();
+        assert!(
+            status.conditions.iter().all(|c| c.reason != reason::FENCED),
+            "a fenced replica reported on the object"
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        fence.grant(Epoch::default(), until);
+        w.settle("web").await;
+        assert_eq!(w.ec2.launches(), 2);
+    }
+
+    #[tokio::test]
     async fn scaling_up_launches_and_down_terminates_the_highest_indices() {
         let w = world();
         w.create("web", spec(2));

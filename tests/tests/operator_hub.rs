@@ -183,6 +183,12 @@ fn a_chain_across_providers_and_protocols_propagates_and_tears_down_in_order() -
             ledger_object(bed, &obj2_id)?["name"] == obj_id,
             "obj2's name is obj's id"
         );
+        // The hub timed each of those hand-overs (producer published → request resolved).
+        let propagated = bed.op.metric("kraken_hub_propagation_seconds_count")?;
+        ensure!(
+            propagated >= 2.0,
+            "kraken_hub_propagation_seconds observed {propagated} propagations"
+        );
 
         wait_condition(bed, "configexport", "out", "Ready", "True", "Exported")?;
         let cm = bed.cp.get_json(&ns, "configmap", "exported")?;

@@ -26,8 +26,8 @@ use tracing::Instrument as _;
 use super::resolve::{Resolution, Sources, resolve, sensitive_secret};
 use super::watches::{AbortOnDrop, readers, request_changes, retriggered, spawn_pending_gauge};
 use super::{
-    Failure, Index, ObjectKey, Parsed, Source, SourceKind, find_cycle, parse, reason,
-    values_secret_name,
+    Failure, Index, ObjectKey, PUBLISHED_AT_ANNOTATION, Parsed, Source, SourceKind, find_cycle,
+    parse, reason, values_secret_name,
 };
 use crate::core_kinds::hub::{
     DependencyRequest, DependencyRequestStatus, StateDeclaration, ValueReference,
@@ -304,20 +304,51 @@ async fn resolve_request(
     if !hub.resolves(dr) {
         return Ok(Action::await_change());
     }
-    let resolution = match cycle(hub, dr, ns, name) {
-        Some(failure) => Resolution {
-            failures: vec![failure],
-            ..Resolution::default()
-        },
-        None => resolve(&parsed, &gather(hub, ns, &parsed).await?),
+    let (resolution, published) = match cycle(hub, dr, ns, name) {
+        Some(failure) => {
+            let failures = vec![failure];
+            (
+                Resolution {
+                    failures,
+                    ..Resolution::default()
+                },
+                None,
+            )
+        }
+        None => {
+            let sources = gather(hub, ns, &parsed).await?;
+            (resolve(&parsed, &sources), newest_publication(&sources))
+        }
     };
     let status = write_values(hub, dr, ns, name, resolution).await?;
+    let changed = dr.status.as_ref().map(|s| &s.values) != Some(&status.values);
     write_status(hub, dr, ns, name, status).await?;
+    if let Some(at) = published.filter(|_| changed) {
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(at);
+        hub.metrics.hub_propagated(age.as_secs_f64());
+    }
     Ok(if kind_missing {
         Action::requeue(std::time::Duration::from_secs(30))
     } else {
         Action::await_change()
     })
+}
+
+/// When the newest of the StateDeclarations read was published (their producers stamp it).
+fn newest_publication(sources: &Sources) -> Option<k8s_openapi::jiff::Timestamp> {
+    sources
+        .declarations
+        .values()
+        .flatten()
+        .filter_map(|sd| {
+            sd.metadata
+                .annotations
+                .as_ref()?
+                .get(PUBLISHED_AT_ANNOTATION)?
+                .parse()
+                .ok()
+        })
+        .max()
 }
 
 /// The objects the parsed references read, for the index.

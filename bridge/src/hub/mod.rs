@@ -36,6 +36,10 @@ pub use index::{Index, Published};
 pub use parse::{ObjectKey, Parsed, Part, Source, SourceKind, parse, parse_template};
 
 /// Condition reasons of a DependencyRequest (and, prefixed, of its consumer's `Ready`).
+/// On a StateDeclaration: when its producer last published new outputs (RFC 3339), for
+/// `kraken_hub_propagation_seconds`.
+pub const PUBLISHED_AT_ANNOTATION: &str = "kraken.dev/published-at";
+
 pub mod reason {
     pub const RESOLVED: &str = "Resolved";
     pub const NOT_FOUND: &str = "NotFound";

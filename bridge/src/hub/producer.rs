@@ -158,10 +158,15 @@ impl Producer<'_> {
         }
         // A JSON patch replacing spec is cheaper for the API server than a server-side apply
         // (no managed-fields merge). Never published (nothing recorded): create; else patch.
+        let published = BTreeMap::from([(
+            super::PUBLISHED_AT_ANNOTATION.to_owned(),
+            k8s_openapi::jiff::Timestamp::now().to_string(),
+        )]);
         let create = || {
             let mut sd = StateDeclaration::new(name, spec.clone());
             sd.metadata.namespace = Some(self.namespace.to_owned());
             sd.metadata.owner_references = Some(vec![self.owner()]);
+            sd.metadata.annotations = Some(published.clone());
             sd
         };
         let created = first && {
@@ -181,6 +186,8 @@ impl Producer<'_> {
         let replace = json!([
             {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": self.object.uid},
             {"op": "replace", "path": "/spec", "value": spec},
+            // Kraken's own object: its annotations are only this stamp.
+            {"op": "add", "path": "/metadata/annotations", "value": published},
         ]);
         let patch = serde_json::from_value(replace).map_err(kube::Error::SerdeError)?;
         self.metrics.api_write("statedeclarations", "patch");

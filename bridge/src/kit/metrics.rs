@@ -220,6 +220,7 @@ pub struct Metrics {
 
     api_writes: Family<WriteLabels, Counter>,
     events_dropped: Counter,
+    hub_propagation: Histogram,
     provider: ProviderMetrics,
     gauges: Gauges,
 }
@@ -269,6 +270,15 @@ impl Metrics {
             None,
             Counter::default(),
         );
+        let hub_propagation = reg(
+            r,
+            (
+                "hub_propagation",
+                "From a producer publishing new outputs to a consumer's request resolved with them",
+            ),
+            Some(Unit::Seconds),
+            reconcile_histogram(),
+        );
         let gauges = Gauges::register(r);
         let provider = ProviderMetrics::register(r);
         Self {
@@ -278,6 +288,7 @@ impl Metrics {
             reconcile_failures,
             api_writes,
             events_dropped,
+            hub_propagation,
             provider,
             gauges,
         }
@@ -389,6 +400,11 @@ impl Metrics {
             .managed_resources
             .get_or_create(&KindLabels { kind: kind.into() })
             .set(n);
+    }
+
+    /// A request was resolved with values a producer published `seconds` ago.
+    pub fn hub_propagated(&self, seconds: f64) {
+        self.hub_propagation.observe(seconds.max(0.0));
     }
 
     /// Live replicas in the shard ring.

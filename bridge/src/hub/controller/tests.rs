@@ -306,3 +306,50 @@ async fn a_sharded_hub_resolves_only_the_requests_of_its_consumers() -> anyhow::
     assert_eq!(ready(&stored(&fake, "pet")).0, "True");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_resolution_with_newly_published_values_observes_their_propagation() -> anyhow::Result<()>
+{
+    let fake = FakeApi::new();
+    let published =
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(2);
+    fake.insert(
+        "statedeclarations",
+        json!({"apiVersion": GROUP_VERSION, "kind": "StateDeclaration",
+               "metadata": {"name": "pet-a", "namespace": NS,
+                            "annotations": {PUBLISHED_AT_ANNOTATION: published.to_string()}},
+               "spec": {"producer": {"apiVersion": "x/v1", "kind": "Pet", "name": "a"},
+                        "outputs": {"id": "a-1"}}}),
+    );
+    request(
+        &fake,
+        "consumer",
+        json!([{"path": "id", "stateDeclaration": {"name": "pet-a", "path": "id"}}]),
+    );
+    let hub = hub(&fake);
+    pass(&fake, &hub, "consumer").await?;
+    assert_eq!(ready(&stored(&fake, "consumer")).0, "True");
+    let text = hub.metrics.encode();
+    let sample = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(
+        sample("kraken_hub_propagation_seconds_count"),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        sample("kraken_hub_propagation_seconds_sum") >= 2.0,
+        "{text}"
+    );
+    // Nothing new: resolving again observes nothing.
+    pass(&fake, &hub, "consumer").await?;
+    let again = hub.metrics.encode();
+    assert!(
+        again.contains("kraken_hub_propagation_seconds_count 1"),
+        "{again}"
+    );
+    Ok(())
+}

@@ -296,9 +296,14 @@ fn kraken_measure(
     changes: usize,
 ) -> anyhow::Result<(KrakenRun, f64)> {
     let ns = ab.ns().to_owned();
+    let op = ab.bed.op.pid().context("the operator is not running")?;
+    let pc_api = "providerconfigs.core.kraken.dev";
+    let before = ab.bed.cp.get_json(&ns, pc_api, "aws")?;
+    let changed = before["spec"]["maxConcurrency"].as_u64().unwrap_or(10) != u64::from(concurrency);
+    let old: Vec<u32> = descendants(op)?.into_iter().skip(1).collect();
     ab.bed.cp.kubectl(&[
         "patch",
-        "providerconfigs.core.kraken.dev",
+        pc_api,
         "aws",
         "-n",
         &ns,
@@ -307,11 +312,26 @@ fn kraken_measure(
         "-p",
         &json!({"spec": {"maxConcurrency": concurrency}}).to_string(),
     ])?;
+    // A new maxConcurrency is a new ProviderConfig generation, served by a new provider
+    // process; the old one is shut down once nothing holds it. Sample only after that: the
+    // two side by side for a moment are not what the 300 resources cost.
+    wait_for(
+        Duration::from_secs(180),
+        "the ProviderConfig served by one provider process of its current generation",
+        || {
+            let providers: Vec<u32> = descendants(op)?.into_iter().skip(1).collect();
+            let fresh = providers.iter().all(|p| !changed || !old.contains(p));
+            if providers.len() == 1 && fresh {
+                Ok(Some(()))
+            } else {
+                bail!("provider processes {providers:?} (before the patch: {old:?})")
+            }
+        },
+    )?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let client = rt.block_on(kraken_tests::bench::kube_client(ab.bed.cp.kubeconfig()))?;
-    let op = ab.bed.op.pid().context("the operator is not running")?;
     let operator_idle = kraken_tests::rss_bytes(op)?;
     let sampler = RssSampler::start(vec![
         Box::new(move || vec![op]),

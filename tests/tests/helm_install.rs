@@ -10,6 +10,8 @@
 //! leader election takes the chart's Lease. A permission the chart lacks fails the test: the
 //! scenario stalls, and any "forbidden" in the operator's log fails it outright.
 //!
+//! The native EC2 path runs under it too: an EC2Instance launched in moto and deleted.
+//!
 //! Then `helm upgrade` (CRDs untouched, the Deployment changed) and `helm uninstall`: the
 //! chart's objects go, the CRDs and every custom resource stay, the cloud objects stay; a
 //! reinstall with `operator.shards=auto` (the operator then runs sharded, under the chart's
@@ -139,6 +141,55 @@ fn reconciled(cp: &ControlPlane, resource: &str, name: &str) -> anyhow::Result<V
     })
 }
 
+/// The native EC2 path under the chart's identity: an AwsConfig with credentials from a
+/// Secret, an EC2Instance launched in moto (seen there, not through Kraken), then deleted and
+/// its instance terminated.
+fn native_ec2(cp: &ControlPlane) -> anyhow::Result<()> {
+    use kraken_tests::moto::{AMI, Ec2Probe, Moto, REGION};
+    let moto = Moto::start(cp.run_dir())?;
+    let probe = Ec2Probe::new(&moto.endpoint())?;
+    let docs = [
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-creds", "namespace": TEAM},
+               "stringData": {"accessKeyId": "testing", "secretAccessKey": "testing"}}),
+        json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
+               "metadata": {"name": "moto", "namespace": TEAM},
+               "spec": {"region": REGION, "endpoint": moto.endpoint(), "credentials": {
+                   "accessKeyIdSecretRef": {"name": "aws-creds", "key": "accessKeyId"},
+                   "secretAccessKeySecretRef": {"name": "aws-creds", "key": "secretAccessKey"}}}}),
+        json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
+               "metadata": {"name": "vm", "namespace": TEAM},
+               "spec": {"awsConfigRef": {"name": "moto"}, "imageId": AMI,
+                        "instanceType": "t3.micro", "count": 1}}),
+    ];
+    cp.apply_yaml(TEAM, &yaml_documents(&docs))?;
+    let ec2 = "ec2instances.aws.kraken.dev";
+    let vm = reconciled(cp, ec2, "vm")?;
+    let uid = vm["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let live = probe.owned_live(&uid)?;
+    ensure!(
+        live.len() == 1 && live[0].state == "running" && live[0].image_id == AMI,
+        "moto holds {live:?}"
+    );
+    cp.kubectl(&["-n", TEAM, "delete", ec2, "vm", "--wait=false"])?;
+    wait_for(
+        CONVERGE,
+        "the EC2Instance gone and its instance terminated",
+        || {
+            let gone = cp.get_json_opt(TEAM, ec2, "vm")?.is_none();
+            let left = probe.owned_live(&uid)?.len();
+            if gone && left == 0 {
+                Ok(Some(()))
+            } else {
+                bail!("object gone: {gone}, live instances: {left}")
+            }
+        },
+    )?;
+    Ok(())
+}
+
 fn no_forbidden(op: &Operator) -> anyhow::Result<()> {
     let logs = op.logs()?;
     let denied: Vec<&str> = logs
@@ -216,7 +267,8 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         }
         helm.run(&args)
     };
-    install(&[])?;
+    // EC2Instances may reach moto on loopback (and nothing else).
+    install(&["aws.endpoints[0]=http://127.0.0.1:*"])?;
     // Every object the release rendered exists (kubectl fails on the first that does not).
     let manifest = helm.run(&["get", "manifest", RELEASE, "-n", SYSTEM])?;
     let got = cp.kubectl_stdin(&["get", "-f", "-", "-o", "name"], manifest.as_bytes())?;
@@ -302,6 +354,7 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         );
         let events = cp.kubectl(&["-n", TEAM, "get", "events", "-o", "name"])?;
         ensure!(!events.trim().is_empty(), "no Events recorded in {TEAM}");
+        native_ec2(&cp)?;
         no_forbidden(&op)?;
         Ok(())
     })();

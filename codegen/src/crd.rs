@@ -234,6 +234,12 @@ fn resource_policies(properties: &mut Map<String, Json>) {
                "description": "Which changes wait for approval of their plan (status.plan; kubectl kraken approve): none (Auto), every create, update, replacement, drift correction and delete (Manual), or replacements and deletes (ManualForDestructive). Unset: the ProviderConfig's spec.planPolicy, else Auto."}),
     );
     properties.insert(
+        "ignoreChanges".into(),
+        json!({"type": "array", "maxItems": 64,
+               "items": {"type": "string", "minLength": 1, "maxLength": VALUES_FROM_PATH_MAX_LENGTH},
+               "description": "Arguments whose changes are not applied once the external object exists (Terraform's lifecycle ignore_changes), as dotted paths below forProvider (tags, tags.Name, rules.0.port): neither a change of this spec nor drift made outside is acted on there."}),
+    );
+    properties.insert(
         "importId".into(),
         json!({"type": "string",
                "description": "Adopt the existing external object with this import id instead of creating one."}),

@@ -719,6 +719,53 @@ fn pause_annotation_holds_changes_until_removed() -> anyhow::Result<()> {
     })
 }
 
+/// `spec.ignoreChanges` (Terraform's `ignore_changes`): once the object exists, neither a
+/// change of the ignored argument in the spec nor drift of it outside is acted on; a path the
+/// kind does not have is refused; dropping it from the list applies the spec again.
+#[test]
+fn ignore_changes_leaves_an_argument_alone() -> anyhow::Result<()> {
+    default_run("ignore", |bed| {
+        let ignoring = json!({"driftInterval": "2s", "ignoreChanges": ["size"]});
+        bed.apply_object("web", spec("web", 3, ignoring.clone()))?;
+        let id = external_id(&bed.wait_reconciled("web", CONVERGE)?)?;
+
+        bed.apply_object("web", spec("web", 5, ignoring.clone()))?;
+        let obj = bed.wait_reconciled("web", CONVERGE)?;
+        ensure!(obj["metadata"]["generation"] == 2, "{}", obj["metadata"]);
+        ensure!(
+            num(&obj["status"]["atProvider"]["size"]) == Some(3.0),
+            "atProvider: {}",
+            obj["status"]["atProvider"]
+        );
+        ledger::edit_object(bed.ledger_dir(), &id, |o| o["size"] = json!(77))?;
+        // Several drift checks later the outside change is still there.
+        bed.wait_reconciles(3, Duration::from_secs(30))?;
+        let live = sole_object(bed)?;
+        ensure!(num(&live["size"]) == Some(77.0), "ledger {live}");
+        expect_ops(bed, &[format!("create {id} web")])?;
+
+        let wrong = json!({"driftInterval": "2s", "ignoreChanges": ["sise"]});
+        bed.apply_object("web", spec("web", 5, wrong))?;
+        let refused = bed.wait_synced("web", "False", "InvalidSpec", CONVERGE)?;
+        let (_, _, message) = condition(&refused, "Synced").unwrap_or_default();
+        ensure!(
+            message.contains("spec.ignoreChanges[0]") && message.contains("sise"),
+            "{message}"
+        );
+
+        bed.apply_object("web", spec("web", 5, json!({"driftInterval": "2s"})))?;
+        wait_for(CONVERGE, "size 5 applied once nothing is ignored", || {
+            let live = sole_object(bed)?;
+            Ok((num(&live["size"]) == Some(5.0)).then_some(()))
+        })?;
+        expect_ops(
+            bed,
+            &[format!("create {id} web"), format!("update {id} web")],
+        )?;
+        Ok(())
+    })
+}
+
 #[test]
 fn drift_is_corrected_on_the_drift_interval() -> anyhow::Result<()> {
     default_run("drift", |bed| {

@@ -279,6 +279,7 @@ resource "fixture_object" "web" {
   description = upper(fixture_uuid.u.id)
   lifecycle {
     prevent_destroy = true
+    ignore_changes  = [tags["Team"], description, no_such]
   }
 }
 resource "fixture_object" "Web_0" {
@@ -303,6 +304,7 @@ resource "fixture_object" "Web_0" {
     assert_eq!(spec["forProvider"]["size"], json!(2));
     assert_eq!(spec["forProvider"]["tags"], json!({"Team": "a"}));
     assert_eq!(spec["deletionPolicy"], "Orphan");
+    assert_eq!(spec["ignoreChanges"], json!(["tags.Team", "description"]));
     assert_eq!(
         web1.doc["metadata"]["annotations"][super::emit::ADDRESS_ANNOTATION],
         "fixture_object.web[1]"
@@ -325,6 +327,12 @@ resource "fixture_object" "Web_0" {
     );
     // What cannot be expressed or does not exist is reported with where it is written.
     let messages: Vec<String> = out.problems.iter().map(ToString::to_string).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("ignore_changes: no_such is not an argument")),
+        "{messages:?}"
+    );
     assert!(
         messages
             .iter()

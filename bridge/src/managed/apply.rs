@@ -38,6 +38,9 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
         return Ok(Action::await_change());
     };
     let observed = observe(run, &t, spec, &config).await?;
+    let config =
+        super::ignore::keep_prior(config, &observed.state, t.fields(), &spec.ignore_changes)
+            .map_err(Error::InvalidSpec)?;
     let plan = lifecycle::plan(
         t.host(),
         t.type_name,

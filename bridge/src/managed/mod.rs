@@ -21,6 +21,7 @@ mod decide;
 mod deps;
 pub mod error;
 mod hold;
+pub(crate) mod ignore;
 mod observe;
 mod plan;
 pub mod plan_key;

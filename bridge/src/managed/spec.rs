@@ -25,6 +25,9 @@ pub struct ManagedSpec {
     pub replace_policy: Option<String>,
     #[serde(default)]
     pub import_id: Option<String>,
+    /// Arguments whose changes are not applied once the object exists (`ignore`).
+    #[serde(default)]
+    pub ignore_changes: Vec<String>,
     #[serde(default)]
     pub drift_interval: Option<String>,
     /// A data source kind's `spec.refreshInterval`.

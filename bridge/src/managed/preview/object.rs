@@ -92,6 +92,7 @@ async fn plan_one(
         None => None,
     };
     let (prior, private, recreate) = observe(&t, &spec, &config, live.as_ref(), stored).await?;
+    let config = ignoring(&t, &spec, &prior, config)?;
     let plan = lifecycle::plan(t.host(), t.type_name, &prior, &private, &config)
         .await
         .map_err(|e| t.lifecycle_err("plan", e))?;
@@ -396,6 +397,12 @@ fn notes(
         ));
     }
     notes
+}
+
+/// `config` with `spec.ignoreChanges` taken from `prior`, as the controller plans it.
+fn ignoring(t: &Target<'_>, spec: &ManagedSpec, prior: &Value, config: Value) -> Result<Value> {
+    crate::managed::ignore::keep_prior(config, prior, t.fields(), &spec.ignore_changes)
+        .map_err(Error::InvalidSpec)
 }
 
 #[cfg(test)]

@@ -142,7 +142,8 @@ pub fn seed(manifests: &mut [Manifest], state: &State, file: &str) -> Adoption {
         else {
             continue;
         };
-        if address.starts_with("data.") {
+        // Data sources are read, never adopted; the outputs' ConfigExports are Kraken's own.
+        if address.starts_with("data.") || m.doc["kind"] == "ConfigExport" {
             continue;
         }
         let Some(inst) = state.instances.get(&address) else {
@@ -243,6 +244,11 @@ mod tests {
             manifest("fixture_object.zone[\"b\"]"),
             manifest("fixture_object.extra"),
             manifest("data.fixture_object.read"),
+            Manifest {
+                file: "outputs.yaml".into(),
+                doc: json!({"kind": "ConfigExport",
+                            "metadata": {"annotations": {ADDRESS_ANNOTATION: "output"}}, "spec": {}}),
+            },
         ];
         let adoption = seed(&mut ms, &s, "terraform.tfstate");
         assert_eq!(adoption.imported, 2);

@@ -274,7 +274,7 @@ resource "fixture_object" "web" {
   size        = count.index + 1
   labels      = [fixture_uuid.u.id, "fixed"]
   password    = "hunter2"
-  tags        = { Team = "a" }
+  tags        = { Team = "a", Owner = fixture_uuid.u.id }
   nothing     = 1
   description = upper(fixture_uuid.u.id)
   lifecycle {
@@ -302,7 +302,8 @@ resource "fixture_object" "Web_0" {
     let spec = &web1.doc["spec"];
     assert_eq!(web1.doc["kind"], "Object");
     assert_eq!(spec["forProvider"]["size"], json!(2));
-    assert_eq!(spec["forProvider"]["tags"], json!({"Team": "a"}));
+    // tags reads another object: its members are valuesFrom entries, the literal one too.
+    assert!(spec["forProvider"].get("tags").is_none(), "{spec}");
     assert_eq!(spec["deletionPolicy"], "Orphan");
     assert_eq!(spec["ignoreChanges"], json!(["tags.Team", "description"]));
     assert_eq!(
@@ -315,6 +316,10 @@ resource "fixture_object" "Web_0" {
         "template": "web-${resource:Uuid.fixture.tf.kraken.dev/u:id}-1"})),
         "{vf:?}"
     );
+    // A member of an object literal given to a map argument is one of its keys.
+    assert!(vf.contains(&json!({"path": "tags.Team", "template": "a"})), "{vf:?}");
+    assert!(vf.contains(&json!({"path": "tags.Owner", "resource": {
+        "apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Uuid", "name": "u", "path": "id"}})), "{vf:?}");
     assert!(vf.contains(&json!({"path": "labels.0", "resource": {
         "apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Uuid", "name": "u", "path": "id"}})), "{vf:?}");
     // The sensitive argument never reaches the manifest: a Secret reference, listed.

@@ -582,9 +582,13 @@ fn render(
                     node => (PathStep::Attr(slot.name.clone()), Some(Pos::of(node))),
                 })
             }
-            (Pos::Node(Node::List(item)), PathStep::Index(_))
-            | (Pos::Node(Node::Map(item)), PathStep::Key(_)) => {
+            (Pos::Node(Node::List(item)), PathStep::Index(_)) => {
                 Some((step.clone(), Some(Pos::of(item))))
+            }
+            // A member of an object literal given to a map argument (`triggers = { a = x }`
+            // in HCL) is one of its keys.
+            (Pos::Node(Node::Map(item)), PathStep::Key(k) | PathStep::Attr(k)) => {
+                Some((PathStep::Key(k.clone()), Some(Pos::of(item))))
             }
             (Pos::Node(Node::Any), _) => {
                 out.extend(path.steps[i..].iter().cloned());

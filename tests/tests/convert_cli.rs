@@ -284,3 +284,66 @@ fn bad_input_is_refused_with_where_it_is_and_nothing_is_written() -> anyhow::Res
     ensure!(out.join("README.md").is_file(), "--partial wrote no README");
     Ok(())
 }
+
+/// The worked example of docs/convert-example.md converts as the page shows: one object per
+/// `for_each` key, the `triggers` reference kept as `valuesFrom`, `ignore_changes` and
+/// `prevent_destroy` carried over, the output as a ConfigExport.
+#[test]
+fn the_documented_example_converts_as_documented() -> anyhow::Result<()> {
+    let example = kraken_tests::repo_root().join("examples/terraform");
+    let out = kraken_tests::scratch_dir("kraken-convert-example-")?;
+    let (code, stdout, stderr) = convert(
+        &example,
+        &[
+            "--namespace",
+            "shop",
+            "--out",
+            &out.path().to_string_lossy(),
+        ],
+    )?;
+    ensure!(code == Some(0), "exit {code:?}: {stdout}{stderr}");
+    ensure!(
+        stdout.contains("converted 4 of 4 instances"),
+        "{stdout}{stderr}"
+    );
+    let files: Vec<String> = read_dir_sorted(out.path())?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    ensure!(
+        files
+            == [
+                "README.md",
+                "outputs.yaml",
+                "providers.yaml",
+                "resource-null-resource.yaml",
+                "resource-random-password.yaml",
+                "resource-random-pet.yaml"
+            ],
+        "{files:?}"
+    );
+    let read = |f: &str| std::fs::read_to_string(out.path().join(f));
+    let pets = read("resource-random-pet.yaml")?;
+    for line in [
+        "name: db-dev",
+        "name: db-prod",
+        "ignoreChanges:\n  - length",
+        "prefix: shop-dev",
+    ] {
+        ensure!(pets.contains(line), "pets lack {line:?}:\n{pets}");
+    }
+    let null = read("resource-null-resource.yaml")?;
+    for line in [
+        "deletionPolicy: Orphan",
+        "path: triggers.dev_db",
+        "name: db-dev",
+        "template: databases for shop",
+    ] {
+        ensure!(
+            null.contains(line),
+            "the null_resource lacks {line:?}:\n{null}"
+        );
+    }
+    ensure!(read("outputs.yaml")?.contains("key: prod_db"));
+    Ok(())
+}

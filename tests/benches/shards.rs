@@ -12,7 +12,8 @@
 //!    from the kill until its share of the changes reached the ledger (the survivors took over).
 //!
 //! Knobs: `KRAKEN_BENCH_SHARDS_N` (10000), `KRAKEN_BENCH_SHARDS_T` (1000),
-//! `KRAKEN_BENCH_SHARDS_P` (60), `KRAKEN_BENCH_OPERATORS` (the first build is used).
+//! `KRAKEN_BENCH_SHARDS_P` (60), `KRAKEN_BENCH_SHARDS_MEMORY` (`0`: only sections 1 and the
+//! storage table), `KRAKEN_BENCH_OPERATORS` (the first build is used).
 
 use std::time::{Duration, Instant};
 
@@ -201,12 +202,23 @@ fn run(
         Ok((ledger::live_objects(bed.ledger_dir()) >= n - t).then_some(()))
     })?;
     settle(&[&bed.op, &r2, &r3], n - t)?;
+    // The new share's first reconciles (every replica lists and passes over its objects once
+    // after a change of share) finish before the creates are timed.
+    quiesce(&[&bed.op, &r2, &r3], Duration::from_secs(10))?;
     let three = throughput(bed, "t3", t)?;
     eprintln!("3 replicas: {three:.1} creates/s");
+    quiesce(&[&bed.op, &r2, &r3], Duration::from_secs(10))?;
+    // The API server refreshes its storage metrics about once a minute.
+    std::thread::sleep(Duration::from_secs(70));
+    storage(bed, n)?;
     bed.op.kill()?;
     r2.kill()?;
     r3.kill()?;
 
+    if std::env::var("KRAKEN_BENCH_SHARDS_MEMORY").is_ok_and(|v| v == "0") {
+        println!("create throughput: 1 replica {one:.1}/s, 3 replicas {three:.1}/s");
+        return Ok(());
+    }
     let mut rows = Vec::new();
     for labels in [&["a1"][..], &["b1", "b2"], &["c1", "c2", "c3"]] {
         let ops = fresh(bed, bin, labels, n)?;
@@ -220,6 +232,25 @@ fn run(
         eprintln!("fail-over: {}", failover(bed, ops, p)?);
     }
     report(n, (one, three), &rows);
+    Ok(())
+}
+
+/// What the API server stores for `n` managed objects: objects per resource, and the etcd
+/// database's size (`apiserver_storage_*` from its `/metrics`), for the paper estimate.
+fn storage(bed: &FixtureBed, n: usize) -> anyhow::Result<()> {
+    use kraken_tests::operator::{label, metric_samples};
+    let text = bed.cp.kubectl(&["get", "--raw", "/metrics"])?;
+    println!("\n### What the API server stores for {n} fixture objects\n");
+    println!("| resource | objects |");
+    println!("|---|---|");
+    for (labels, v) in metric_samples(&text, "apiserver_storage_objects") {
+        if v >= 1.0 {
+            println!("| {} | {v:.0} |", label(&labels, "resource"));
+        }
+    }
+    for (_, v) in metric_samples(&text, "apiserver_storage_size_bytes") {
+        println!("\netcd database: {:.1} MiB", v / MIB);
+    }
     Ok(())
 }
 

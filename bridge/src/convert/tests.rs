@@ -317,7 +317,10 @@ resource "fixture_object" "Web_0" {
         "{vf:?}"
     );
     // A member of an object literal given to a map argument is one of its keys.
-    assert!(vf.contains(&json!({"path": "tags.Team", "template": "a"})), "{vf:?}");
+    assert!(
+        vf.contains(&json!({"path": "tags.Team", "template": "a"})),
+        "{vf:?}"
+    );
     assert!(vf.contains(&json!({"path": "tags.Owner", "resource": {
         "apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Uuid", "name": "u", "path": "id"}})), "{vf:?}");
     assert!(vf.contains(&json!({"path": "labels.0", "resource": {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use kraken_tests::bench::{env_or, operator_builds};
-use kraken_tests::operator::bed::{OBJECTS, object_manifest, yaml_documents};
+use kraken_tests::operator::bed::{object_manifest, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
 use kraken_tests::{ledger, rss_bytes, wait_for};
 use serde_json::json;
@@ -266,21 +266,10 @@ fn failover(bed: &FixtureBed, mut ops: Vec<Operator>, p: usize) -> anyhow::Resul
     };
     let before = updates()?;
     let names: Vec<String> = (0..p).map(|i| format!("bulk-{i:05}")).collect();
-    let patch = json!({"spec": {"forProvider": {"size": 2}}}).to_string();
-    let mut args = vec![
-        "-n",
-        &bed.ns,
-        "patch",
-        OBJECTS,
-        "--type=merge",
-        "-p",
-        &patch,
-    ];
-    args.extend(names.iter().map(String::as_str));
     let victim = ops.last_mut().context("no replica")?;
     victim.kill()?;
     let killed = Instant::now();
-    bed.cp.kubectl(&args)?;
+    bed.patch_objects(&names, &json!({"spec": {"forProvider": {"size": 2}}}))?;
     wait_for(LEASE * 6, "every change in the ledger", || {
         Ok((updates()? >= before + p).then_some(()))
     })?;

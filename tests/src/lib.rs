@@ -242,6 +242,22 @@ pub mod ledger {
             .unwrap_or(0)
     }
 
+    /// Per object name: how many (creates, updates, deletes) the ledger at `dir` recorded.
+    pub fn writes_by_name(
+        dir: &Path,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, (usize, usize, usize)>> {
+        let mut by = std::collections::BTreeMap::<String, (usize, usize, usize)>::new();
+        for e in event_log(dir)? {
+            let entry = by.entry(e.name.trim_matches('"').to_owned()).or_default();
+            match e.op.as_str() {
+                "create" => entry.0 += 1,
+                "update" => entry.1 += 1,
+                _ => entry.2 += 1,
+            }
+        }
+        Ok(by)
+    }
+
     /// Every recorded mutation, oldest first, as `(op, id)` with op in create|update|delete.
     pub fn events(dir: &Path) -> Vec<(String, String)> {
         let text = std::fs::read_to_string(dir.join("events.log")).unwrap_or_default();

@@ -11,7 +11,6 @@
 //! exactly one update per object per change, every object Ready at its last generation with
 //! `status.atProvider` equal to the ledger.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail, ensure};
@@ -49,20 +48,6 @@ fn now_nanos() -> anyhow::Result<u128> {
 /// Not `obj-…`: the fixture imports names of that shape as object ids.
 fn name(i: usize) -> String {
     format!("fo-{i:03}")
-}
-
-/// Per object name: (creates, updates, deletes) in the ledger.
-fn writes_by_name(bed: &FixtureBed) -> anyhow::Result<BTreeMap<String, (usize, usize, usize)>> {
-    let mut by = BTreeMap::<String, (usize, usize, usize)>::new();
-    for e in ledger::event_log(bed.ledger_dir())? {
-        let entry = by.entry(e.name.trim_matches('"').to_owned()).or_default();
-        match e.op.as_str() {
-            "create" => entry.0 += 1,
-            "update" => entry.1 += 1,
-            _ => entry.2 += 1,
-        }
-    }
-    Ok(by)
 }
 
 /// Every object reconciled at its generation with `size` as the ledger has it.
@@ -189,7 +174,7 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
             Ok((!is_leader(&b)).then_some(()))
         })?;
 
-        let writes = writes_by_name(&bed)?;
+        let writes = ledger::writes_by_name(bed.ledger_dir())?;
         ensure!(
             writes.len() == N,
             "the ledger names {} objects",

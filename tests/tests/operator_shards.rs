@@ -12,7 +12,6 @@
 //! object converges. The replicas' own metrics show the split: each surviving replica manages a
 //! share, the shares add up to every object, and each runs its own provider process.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
@@ -83,20 +82,6 @@ fn settled(ops: &[&Operator], n: usize) -> anyhow::Result<Vec<f64>> {
     )
 }
 
-/// Per object name: (creates, updates, deletes) in the ledger.
-fn writes_by_name(bed: &FixtureBed) -> anyhow::Result<BTreeMap<String, (usize, usize, usize)>> {
-    let mut by = BTreeMap::<String, (usize, usize, usize)>::new();
-    for e in ledger::event_log(bed.ledger_dir())? {
-        let entry = by.entry(e.name.trim_matches('"').to_owned()).or_default();
-        match e.op.as_str() {
-            "create" => entry.0 += 1,
-            "update" => entry.1 += 1,
-            _ => entry.2 += 1,
-        }
-    }
-    Ok(by)
-}
-
 fn all_converged(bed: &FixtureBed, size: u64) -> anyhow::Result<()> {
     wait_for(
         CONVERGE,
@@ -119,23 +104,6 @@ fn all_converged(bed: &FixtureBed, size: u64) -> anyhow::Result<()> {
             }
         },
     )
-}
-
-/// `kubectl patch` of the objects `names` to `size`, in one call.
-fn patch(bed: &FixtureBed, names: &[String], size: u64) -> anyhow::Result<()> {
-    let patch = json!({"spec": {"forProvider": {"size": size}}}).to_string();
-    let mut args = vec![
-        "-n",
-        &bed.ns,
-        "patch",
-        OBJECTS,
-        "--type=merge",
-        "-p",
-        &patch,
-    ];
-    args.extend(names.iter().map(String::as_str));
-    bed.cp.kubectl(&args)?;
-    Ok(())
 }
 
 #[test]
@@ -178,7 +146,7 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
         // Changes: replica-d joins a quarter in, replica-a dies half-way.
         let names: Vec<String> = (0..N).map(name).collect();
         for (i, chunk) in names.chunks(50).enumerate() {
-            patch(&bed, chunk, 2)?;
+            bed.patch_objects(chunk, &json!({"spec": {"forProvider": {"size": 2}}}))?;
             let done = (i + 1) * 50;
             if done == N / 4 {
                 d = Some(Operator::start(&bed.cp, options("replica-d"))?);
@@ -216,7 +184,7 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
             "a graceful leave took {handover:?}, as long as a lease"
         );
 
-        let writes = writes_by_name(&bed)?;
+        let writes = ledger::writes_by_name(bed.ledger_dir())?;
         ensure!(
             writes.len() == N,
             "the ledger names {} objects",

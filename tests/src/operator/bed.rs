@@ -79,6 +79,23 @@ impl FixtureBed {
         self.cp.apply_yaml(&self.ns, yaml)
     }
 
+    /// `kubectl patch --type=merge` of the Objects `names` with `patch`, in one call.
+    pub fn patch_objects(&self, names: &[String], patch: &Value) -> anyhow::Result<()> {
+        let patch = patch.to_string();
+        let mut args = vec![
+            "-n",
+            &self.ns,
+            "patch",
+            OBJECTS,
+            "--type=merge",
+            "-p",
+            &patch,
+        ];
+        args.extend(names.iter().map(String::as_str));
+        self.cp.kubectl(&args)?;
+        Ok(())
+    }
+
     /// Apply the Object `name` with this `spec`.
     pub fn apply_object(&self, name: &str, spec: Value) -> anyhow::Result<()> {
         self.apply(&object_manifest(&self.ns, name, spec).to_string())?;

@@ -258,6 +258,25 @@ pub mod ledger {
         Ok(by)
     }
 
+    /// The ledger at `dir` names exactly `n` objects, each written exactly `each` times
+    /// (creates, updates, deletes), and `n` are live: nothing was duplicated or lost.
+    pub fn expect_each(dir: &Path, n: usize, each: (usize, usize, usize)) -> anyhow::Result<()> {
+        let writes = writes_by_name(dir)?;
+        anyhow::ensure!(
+            writes.len() == n,
+            "the ledger names {} objects",
+            writes.len()
+        );
+        let wrong: Vec<_> = writes.iter().filter(|(_, w)| **w != each).take(5).collect();
+        anyhow::ensure!(
+            wrong.is_empty(),
+            "(creates, updates, deletes) per object should be {each:?}: {wrong:?}"
+        );
+        let live = live_objects(dir);
+        anyhow::ensure!(live == n, "{live} live objects in the ledger, not {n}");
+        Ok(())
+    }
+
     /// Every recorded mutation, oldest first, as `(op, id)` with op in create|update|delete.
     pub fn events(dir: &Path) -> Vec<(String, String)> {
         let text = std::fs::read_to_string(dir.join("events.log")).unwrap_or_default();

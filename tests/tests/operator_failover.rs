@@ -174,25 +174,7 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
             Ok((!is_leader(&b)).then_some(()))
         })?;
 
-        let writes = ledger::writes_by_name(bed.ledger_dir())?;
-        ensure!(
-            writes.len() == N,
-            "the ledger names {} objects",
-            writes.len()
-        );
-        let wrong: Vec<_> = writes
-            .iter()
-            .filter(|(_, w)| **w != (1, 1, 0))
-            .take(5)
-            .collect();
-        ensure!(
-            wrong.is_empty(),
-            "(creates, updates, deletes) per object should be (1, 1, 0): {wrong:?}"
-        );
-        ensure!(
-            ledger::live_objects(bed.ledger_dir()) == N,
-            "live objects in the ledger"
-        );
+        ledger::expect_each(bed.ledger_dir(), N, (1, 1, 0))?;
         let b_log = b.logs()?;
         ensure!(
             b_log.contains("lost the leader lease"),

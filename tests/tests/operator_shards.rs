@@ -184,25 +184,7 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
             "a graceful leave took {handover:?}, as long as a lease"
         );
 
-        let writes = ledger::writes_by_name(bed.ledger_dir())?;
-        ensure!(
-            writes.len() == N,
-            "the ledger names {} objects",
-            writes.len()
-        );
-        let wrong: Vec<_> = writes
-            .iter()
-            .filter(|(_, w)| **w != (1, 1, 0))
-            .take(5)
-            .collect();
-        ensure!(
-            wrong.is_empty(),
-            "(creates, updates, deletes) per object should be (1, 1, 0): {wrong:?}"
-        );
-        ensure!(
-            ledger::live_objects(bed.ledger_dir()) == N,
-            "live objects in the ledger"
-        );
+        ledger::expect_each(bed.ledger_dir(), N, (1, 1, 0))?;
         Ok(())
     })();
     let result = result.map_err(|e| {

@@ -60,6 +60,20 @@ pub struct OperatorOptions {
     pub standard_args: bool,
 }
 
+impl OperatorOptions {
+    /// One replica of several, named `identity` (its log label and `POD_NAME`): leader election
+    /// on, `info` logs.
+    pub fn replica(identity: &str) -> Self {
+        Self {
+            label: identity.into(),
+            rust_log: "info".into(),
+            leader_elect: true,
+            env: vec![("POD_NAME".into(), identity.into())],
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for OperatorOptions {
     fn default() -> Self {
         Self {

@@ -13,11 +13,9 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use kraken_tests::ledger;
-use kraken_tests::operator::bed::{
-    OBJECTS, describe, is_reconciled, object_manifest, yaml_documents,
-};
+use kraken_tests::operator::bed::{OBJECTS, object_manifest, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
 use kraken_tests::wait_for;
 use serde_json::{Value, json};
@@ -28,13 +26,7 @@ const LEASE: Duration = Duration::from_secs(10);
 const CONVERGE: Duration = Duration::from_secs(240);
 
 fn options(identity: &str) -> OperatorOptions {
-    OperatorOptions {
-        label: identity.into(),
-        rust_log: "info".into(),
-        leader_elect: true,
-        env: vec![("POD_NAME".into(), identity.into())],
-        ..OperatorOptions::default()
-    }
+    OperatorOptions::replica(identity)
 }
 
 fn is_leader(op: &Operator) -> bool {
@@ -52,28 +44,7 @@ fn name(i: usize) -> String {
 
 /// Every object reconciled at its generation with `size` as the ledger has it.
 fn all_converged(bed: &FixtureBed, size: u64) -> anyhow::Result<()> {
-    wait_for(
-        CONVERGE,
-        &format!("all {N} objects reconciled at size {size}"),
-        || {
-            let out = bed
-                .cp
-                .kubectl(&["-n", &bed.ns, "get", OBJECTS, "-o", "json"])?;
-            let list: Value = serde_json::from_str(&out)?;
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            let behind: Vec<String> = items
-                .iter()
-                .filter(|o| !is_reconciled(o) || o["status"]["atProvider"]["size"] != size)
-                .map(describe)
-                .take(3)
-                .collect();
-            if items.len() == N && behind.is_empty() {
-                Ok(Some(()))
-            } else {
-                bail!("{} objects, not yet: {behind:?}", items.len())
-            }
-        },
-    )
+    bed.wait_all_at_size(N, size, CONVERGE)
 }
 
 #[test]

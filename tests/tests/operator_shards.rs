@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
 use kraken_tests::ledger;
-use kraken_tests::operator::bed::{
-    OBJECTS, describe, is_reconciled, object_manifest, yaml_documents,
-};
+use kraken_tests::operator::bed::{object_manifest, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
 use kraken_tests::wait_for;
 use serde_json::{Value, json};
@@ -30,12 +28,8 @@ const CONVERGE: Duration = Duration::from_secs(420);
 
 fn options(identity: &str) -> OperatorOptions {
     OperatorOptions {
-        label: identity.into(),
-        rust_log: "info".into(),
-        leader_elect: true,
-        env: vec![("POD_NAME".into(), identity.into())],
         args: vec!["--shards".into(), "auto".into()],
-        ..OperatorOptions::default()
+        ..OperatorOptions::replica(identity)
     }
 }
 
@@ -83,27 +77,7 @@ fn settled(ops: &[&Operator], n: usize) -> anyhow::Result<Vec<f64>> {
 }
 
 fn all_converged(bed: &FixtureBed, size: u64) -> anyhow::Result<()> {
-    wait_for(
-        CONVERGE,
-        &format!("all {N} objects reconciled at size {size}"),
-        || {
-            let out = bed
-                .cp
-                .kubectl(&["-n", &bed.ns, "get", OBJECTS, "-o", "json"])?;
-            let list: Value = serde_json::from_str(&out)?;
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            let behind: Vec<&Value> = items
-                .iter()
-                .filter(|o| !is_reconciled(o) || o["status"]["atProvider"]["size"] != size)
-                .collect();
-            if items.len() == N && behind.is_empty() {
-                Ok(Some(()))
-            } else {
-                let some: Vec<String> = behind.iter().take(3).map(|o| describe(o)).collect();
-                bail!("{} objects, {} behind: {some:?}", items.len(), behind.len())
-            }
-        },
-    )
+    bed.wait_all_at_size(N, size, CONVERGE)
 }
 
 #[test]

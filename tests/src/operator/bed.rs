@@ -79,6 +79,32 @@ impl FixtureBed {
         self.cp.apply_yaml(&self.ns, yaml)
     }
 
+    /// Wait until exactly `n` Objects exist, each reconciled at its generation with
+    /// `status.atProvider.size` equal to `size`.
+    pub fn wait_all_at_size(&self, n: usize, size: u64, timeout: Duration) -> anyhow::Result<()> {
+        wait_for(
+            timeout,
+            &format!("all {n} objects reconciled at size {size}"),
+            || {
+                let out = self
+                    .cp
+                    .kubectl(&["-n", &self.ns, "get", OBJECTS, "-o", "json"])?;
+                let list: Value = serde_json::from_str(&out)?;
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let behind: Vec<&Value> = items
+                    .iter()
+                    .filter(|o| !is_reconciled(o) || o["status"]["atProvider"]["size"] != size)
+                    .collect();
+                if items.len() == n && behind.is_empty() {
+                    Ok(Some(()))
+                } else {
+                    let some: Vec<String> = behind.iter().take(3).map(|o| describe(o)).collect();
+                    bail!("{} objects, {} behind: {some:?}", items.len(), behind.len())
+                }
+            },
+        )
+    }
+
     /// `kubectl patch --type=merge` of the Objects `names` with `patch`, in one call.
     pub fn patch_objects(&self, names: &[String], patch: &Value) -> anyhow::Result<()> {
         let patch = patch.to_string();

@@ -115,7 +115,8 @@ impl Ownership {
             (Self::All, _) => true,
             (Self::Shard { .. }, Self::All) => false,
             (Self::Shard { views: old, .. }, Self::Shard { views: new, .. }) => {
-                new.is_empty() || old.iter().all(|v| new.contains(v))
+                // No views owns nothing: from there, any view is new work.
+                new.is_empty() || (!old.is_empty() && old.iter().all(|v| new.contains(v)))
             }
         }
     }
@@ -207,6 +208,14 @@ mod tests {
             views: vec![new],
         };
         assert!(!settled.nothing_new_since(&a));
+        assert!(
+            !settled.nothing_new_since(&c),
+            "owning nothing, the first settled view is all new"
+        );
+        assert!(
+            c.nothing_new_since(&a),
+            "giving everything up gains nothing"
+        );
         assert!(Ownership::All.owns("anything"));
     }
 }

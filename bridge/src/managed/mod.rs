@@ -31,6 +31,7 @@ mod read;
 mod reconcile;
 mod recover;
 mod report;
+pub mod share;
 mod spec;
 pub mod state;
 mod target;
@@ -43,14 +44,13 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt as _;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::{WatchStreamExt as _, watcher};
 
 pub use crate::core_kinds::KindInfo;
 use crate::kit::Kit;
-use crate::kit::ring::Ownership;
 use crate::source::ProviderSource;
 
 pub use crate::core_kinds::{FINALIZER, PAUSED_ANNOTATION};
@@ -73,6 +73,8 @@ pub struct Context {
     pub hub_index: Arc<crate::hub::Index>,
     /// The key every digest in `status.plan` is computed under (see [`plan_key`]).
     pub plan_key: plan_key::PlanKey,
+    /// This replica's share of the objects (everything unless sharded).
+    pub share: Arc<share::Share>,
 }
 
 impl std::ops::Deref for Context {
@@ -119,6 +121,19 @@ impl KindContext {
         }
     }
 
+    /// Forgets the objects that left this replica's share (they are another's now).
+    fn keep_share(&self) {
+        let share = &self.ctx.share;
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| share.owns(uid));
+        self.ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid| share.owns(uid));
+    }
+
     /// Objects of this kind Ready now.
     pub fn ready_count(&self) -> usize {
         self.ready.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -149,7 +164,7 @@ fn newer_version(seen: &str, written: Option<u64>) -> String {
 /// What makes a metadata event worth a reconcile: a new generation (spec change), deletion,
 /// the pause annotation and an approval of a plan. Kraken's own writes (status, the state Secret, the finalizer and
 /// the create fence) change none of these, so they never retrigger the reconcile that made them.
-fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
+fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> u64 {
     let m = &meta.metadata;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     m.generation.hash(&mut h);
@@ -159,27 +174,12 @@ fn trigger_hash(meta: &PartialObjectMeta<DynamicObject>) -> Option<u64> {
     annotation(PAUSED_ANNOTATION).hash(&mut h);
     annotation(APPROVE_PLAN_ANNOTATION).hash(&mut h);
     annotation(crate::hub::producer::PUBLISH_ANNOTATION).hash(&mut h);
-    Some(h.finish())
+    h.finish()
 }
 
 /// Drops what the controller never reads from cached metadata: a reconcile reads the full
 /// object from the API server, so the cache keeps only what locates an object and decides
 /// whether an event is worth a reconcile ([`trigger_hash`]).
-/// Whether a watch event is about an object this replica owns (`--shards auto`: the others are
-/// never cached, so a replica holds only its share; the list and the watch still carry every
-/// object of the kind, decoded and dropped here).
-fn owned(
-    owns: &Ownership,
-    ev: &Result<watcher::Event<PartialObjectMeta<DynamicObject>>, watcher::Error>,
-) -> bool {
-    match ev {
-        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
-            owns.owns(o.metadata.uid.as_deref().unwrap_or_default())
-        }
-        _ => true,
-    }
-}
-
 fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
     let m = &mut meta.metadata;
     m.managed_fields = None;
@@ -204,7 +204,7 @@ fn strip(meta: &mut PartialObjectMeta<DynamicObject>) {
 pub async fn run_kind(
     ctx: Arc<Context>,
     kind: KindInfo,
-    (concurrency, owns): (u16, Ownership),
+    concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<PartialObjectMeta<DynamicObject>> =
@@ -213,13 +213,9 @@ pub async fn run_kind(
     let reader = writer.as_reader();
     // /readyz waits (while leading) until this kind's objects are listed.
     let synced = spawn_sync_report(&ctx, &kind.label(), reader.clone());
-    let stream = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(strip)
-        .filter(move |ev| std::future::ready(owned(&owns, ev)))
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(trigger_hash, Default::default());
+    let share = ctx.share.clone();
+    let events = share::events(share.clone(), reader.clone(), share::lister(api, strip));
+    let stream = share::triggers(events.reflect(writer), share, trigger_hash);
     let label = kind.label();
     tracing::info!(kind = %label, type_name = %kind.type_name, "starting controller");
     let kctx = Arc::new(KindContext {
@@ -248,7 +244,7 @@ pub async fn run_kind(
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile::reconcile, error_policy, kctx)
+        .run(reconcile_in_share, error_policy, kctx)
         .for_each(|res| {
             if let Err(err) = res {
                 tracing::debug!(kind = %label, "controller: {err}");
@@ -273,6 +269,18 @@ pub async fn run_kind(
     metrics.set_managed_resources(&label, 0);
     metrics.set_ready_resources(&label, 0);
     tracing::info!(kind = %kind.label(), "controller stopped");
+}
+
+/// Reconciles `meta` if it is in this replica's share (see [`share`]).
+async fn reconcile_in_share(
+    meta: Arc<PartialObjectMeta<DynamicObject>>,
+    k: Arc<KindContext>,
+) -> Result<Action, error::Error> {
+    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
+    let Some(_entered) = k.ctx.share.enter(uid) else {
+        return Ok(Action::await_change());
+    };
+    reconcile::reconcile(meta, k).await
 }
 
 /// Registers this kind's cache with `/readyz` and marks it synced once it has listed; the
@@ -302,6 +310,7 @@ fn spawn_gauges(
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
+            k.keep_share();
             let n = i64::try_from(reader.state().len()).unwrap_or(i64::MAX);
             k.ctx.metrics.set_managed_resources(&k.label, n);
             let ready = i64::try_from(k.ready_count()).unwrap_or(i64::MAX);

@@ -173,6 +173,7 @@ fn wire(
         source: source.clone(),
         hub_index: hub_index.clone(),
         plan_key,
+        share: crate::managed::share::Share::all(),
     });
     let install = Arc::new(crate::installer::Context {
         kit: kit.clone(),

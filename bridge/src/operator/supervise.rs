@@ -1,12 +1,12 @@
 //! The managed-resource supervisor: one controller per generated kind whose CRD is Established,
-//! started and stopped as CRDs come and go; with `--shards auto`, restarted on this replica's
-//! share whenever it changes.
+//! started and stopped as CRDs come and go; with `--shards auto`, it also hands the controllers
+//! this replica's share whenever it changes.
 //!
-//! A change of share restarts every kind's controller: the old ones stop gracefully (the work
-//! in flight, an apply included, finishes first), and only then is the new generation reported
-//! to the membership, which confirms it on the replica's Lease — the drain half of the
-//! handshake (`operator::shard`). The new controllers list their kind again, keeping only the
-//! objects of the new share, and reconcile each once, as after a restart.
+//! A change of share does not stop a controller: the [`Share`](crate::managed::share::Share) they all consult changes in
+//! place. Once no reconcile of an object that left is running any more (an apply in flight
+//! finishes first), the new generation is reported to the membership, which confirms it on the
+//! replica's Lease — the drain half of the handshake (`operator::shard`). The objects that stay
+//! are not reconciled again; the ones gained are, once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +29,6 @@ struct Kinds {
     ctx: Arc<Context>,
     concurrency: u16,
     all: watch::Receiver<bool>,
-    owns: Ownership,
     running: HashMap<String, (KindInfo, watch::Sender<bool>)>,
     tasks: JoinSet<()>,
 }
@@ -47,9 +46,8 @@ impl Kinds {
                 _ = all.wait_for(|s| *s) => {}
             }
         };
-        let settings = (self.concurrency, self.owns.clone());
         self.tasks
-            .spawn(run_kind(self.ctx.clone(), kind, settings, shutdown));
+            .spawn(run_kind(self.ctx.clone(), kind, self.concurrency, shutdown));
     }
 
     fn stop(&mut self, name: &str, why: &str) {
@@ -67,21 +65,10 @@ impl Kinds {
         while self.tasks.join_next().await.is_some() {}
     }
 
-    /// Runs every kind again on `owns`, once the old share's work has finished.
-    async fn reshard(&mut self, owns: Ownership) {
-        if owns == self.owns {
-            return;
-        }
-        self.drain().await;
-        self.owns = owns;
-        let kinds: Vec<(String, KindInfo)> = self
-            .running
-            .drain()
-            .map(|(name, (kind, _))| (name, kind))
-            .collect();
-        for (name, kind) in kinds {
-            self.start(name, kind);
-        }
+    /// Acts on `owns` from now on; returns once no work on an object that left is running.
+    async fn reshare(&self, owns: Ownership) {
+        self.ctx.share.set(owns);
+        self.ctx.share.drained().await;
         // Another replica may have published for the objects this one gained.
         self.ctx.hub_index.forget_published();
     }
@@ -104,8 +91,8 @@ async fn next_share(link: Option<&mut ShardLink>) -> Option<Published> {
 }
 
 /// Starts a controller for every generated kind whose CRD is Established, now or later; stops
-/// one when its CRD is suspended (its Provider was deleted) or deleted; restarts them all on a
-/// new share (`shard`); stops them all when `stop` turns true.
+/// one when its CRD is suspended (its Provider was deleted) or deleted; hands them every new
+/// share (`shard`); stops them all when `stop` turns true.
 pub(super) async fn supervise_kinds(
     ctx: Arc<Context>,
     concurrency: u16,
@@ -115,15 +102,13 @@ pub(super) async fn supervise_kinds(
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let config = watcher::Config::default().labels(PROVIDER_ANNOTATION);
     let mut events = watcher(crds, config).default_backoff().boxed();
-    let owns = match &mut shard {
-        Some(link) => link.ownership.borrow_and_update().0.clone(),
-        None => Ownership::All,
-    };
+    if let Some(link) = &mut shard {
+        ctx.share.set(link.ownership.borrow_and_update().0.clone());
+    }
     let mut kinds = Kinds {
         ctx,
         concurrency,
         all: stop.clone(),
-        owns,
         running: HashMap::new(),
         tasks: JoinSet::new(),
     };
@@ -137,7 +122,7 @@ pub(super) async fn supervise_kinds(
         let ev = match next {
             Next::Share(None) => break,
             Next::Share(Some((owns, generation))) => {
-                kinds.reshard(owns).await;
+                kinds.reshare(owns).await;
                 if let Some(link) = &shard {
                     link.applied.send_replace(generation);
                 }

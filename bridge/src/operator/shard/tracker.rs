@@ -8,6 +8,10 @@
 //! 2. Drained → confirm the new view on the Lease (`ack`).
 //! 3. Every live member has confirmed the same view → it is settled: act on all of its share.
 //!
+//! A replica that joins (nothing confirmed yet) waits until it has seen the same members in two
+//! rounds in a row, so replicas started together settle on all of them at once instead of the
+//! first taking everything and handing most of it on a moment later.
+//!
 //! An object moving from A to B is never worked on by both: B gains it only at step 3, after A
 //! confirmed at step 2 that it stopped. A replica that dies stops renewing; once its Lease
 //! expires the others drop it from the view, and its fence (renewed less than the renew
@@ -33,6 +37,8 @@ pub struct Tracker {
     ack: Option<View>,
     /// A view being drained for, and the generation of the ownership that drains it.
     target: Option<(View, u64)>,
+    /// The members seen in the previous round.
+    seen: Option<View>,
     generation: u64,
     ownership: Ownership,
 }
@@ -46,6 +52,7 @@ impl Tracker {
             since: Vec::new(),
             ack: None,
             target: None,
+            seen: None,
             generation: 0,
             ownership: Ownership::Shard {
                 me: me.to_owned(),
@@ -99,6 +106,11 @@ impl Tracker {
                 .map(|m| m.name.clone())
                 .chain([self.me.clone()]),
         );
+        let quiet = self.seen.replace(current.clone()).as_ref() == Some(&current);
+        if self.ack.is_none() && self.target.is_none() && !quiet {
+            // joining: wait until the membership holds still for a round
+            return None;
+        }
         let mut out = None;
         let draining = self.target.as_ref().map(|(v, _)| v);
         if self.ack.as_ref() != Some(&current) && draining != Some(&current) {
@@ -156,6 +168,11 @@ mod tests {
     #[test]
     fn a_lone_replica_drains_confirms_and_settles() {
         let mut a = Tracker::new("a");
+        assert_eq!(
+            a.observe(&[], 0),
+            None,
+            "joining: the members must hold still a round"
+        );
         // joins: nothing to own until it settles; drains for {a}
         let first = a.observe(&[], 0).expect("a new view");
         assert_eq!(views(&first), 0);
@@ -170,7 +187,8 @@ mod tests {
 
     /// Drives `t` until it confirms, with `live` as it stands.
     fn drain(t: &mut Tracker, live: &[Member]) -> Option<(Ownership, u64)> {
-        let started = t.observe(live, 0);
+        // (a joining replica waits a round first)
+        let started = t.observe(live, 0).or_else(|| t.observe(live, 0));
         let g = t.ownership().1;
         t.observe(live, g).or(started)
     }
@@ -233,6 +251,22 @@ mod tests {
             Some(View::new(["a"]).id()),
             "only {{a}} confirmed"
         );
+    }
+
+    #[test]
+    fn a_joining_replica_waits_for_the_members_to_hold_still() {
+        let mut a = Tracker::new("a");
+        assert_eq!(a.observe(&[], 0), None);
+        // b appeared meanwhile: not quiet yet
+        assert_eq!(a.observe(&[member("b", None)], 0), None);
+        let first = a
+            .observe(&[member("b", None)], 0)
+            .expect("the same members twice");
+        assert_eq!(views(&first), 0, "drains for {{a,b}}, owning nothing yet");
+        let settled = a.observe(&[member("b", Some(&View::new(["a", "b"])))], first.1);
+        let settled = settled.expect("confirmed by both: settled on {a,b} at once");
+        assert_eq!(views(&settled), 1);
+        assert_eq!(a.settled(), Some(&View::new(["a", "b"])));
     }
 
     #[test]

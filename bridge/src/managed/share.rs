@@ -1,0 +1,310 @@
+//! This replica's share of the managed resources, changed in place while the controllers run
+//! (`--shards auto`; without sharding the share is everything and never changes).
+//!
+//! One [`Share`] serves every kind's controller:
+//! - **The gate**: a reconcile [`enter`](Share::enter)s its object's uid before it does anything,
+//!   and is turned away when the object is not in the share. Entering and changing the share
+//!   take the same lock, so after [`set`](Share::set) returns, no reconcile of an object that
+//!   left can start, and [`drained`](Share::drained) waits for the ones already running. That is
+//!   the drain half of the handshake (`operator::shard`), without stopping a controller.
+//! - **The caches** ([`events`]): each kind's watch keeps only the share's objects. When the
+//!   share narrows, the objects that left are dropped from the cache (no list); when it may have
+//!   grown, the kind is listed again and the objects gained come in.
+//! - **The triggers**: what each cached object last looked like to the controller
+//!   ([`Share::changed`]). An object that stays is not reconciled again on a change of share;
+//!   one gained is reconciled once, even if it was owned, left and came back unchanged.
+
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt as _};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::Store;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tokio::sync::{Notify, watch};
+
+use crate::kit::ring::Ownership;
+
+type Meta = PartialObjectMeta<DynamicObject>;
+type Event = Result<watcher::Event<Meta>, watcher::Error>;
+
+/// What this replica reconciles now, and what is running.
+pub struct Share {
+    state: Mutex<State>,
+    /// Every reconcile that leaves: [`Share::drained`] looks again.
+    left: Notify,
+    /// The ownership, for the kinds' watches.
+    changes: watch::Sender<Ownership>,
+}
+
+struct State {
+    owns: Ownership,
+    /// uid → reconciles running (one per kind and object in practice).
+    running: HashMap<String, usize>,
+    /// uid → the trigger hash the controller last saw for it.
+    triggers: HashMap<String, u64>,
+}
+
+/// A reconcile in progress; leaving the share's books when dropped.
+pub struct Entered {
+    share: Arc<Share>,
+    uid: String,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let mut state = self.share.lock();
+        if let Some(n) = state.running.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                state.running.remove(&self.uid);
+            }
+        }
+        drop(state);
+        self.share.left.notify_waiters();
+    }
+}
+
+impl Share {
+    pub fn new(owns: Ownership) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                owns: owns.clone(),
+                running: HashMap::new(),
+                triggers: HashMap::new(),
+            }),
+            left: Notify::new(),
+            changes: watch::Sender::new(owns),
+        })
+    }
+
+    /// Everything, for good (sharding off).
+    pub fn all() -> Arc<Self> {
+        Self::new(Ownership::All)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn owns(&self, uid: &str) -> bool {
+        self.lock().owns.owns(uid)
+    }
+
+    /// Starts a reconcile of `uid`, if it is in the share.
+    pub fn enter(self: &Arc<Self>, uid: &str) -> Option<Entered> {
+        let mut state = self.lock();
+        if !state.owns.owns(uid) {
+            return None;
+        }
+        *state.running.entry(uid.to_owned()).or_default() += 1;
+        Some(Entered {
+            share: self.clone(),
+            uid: uid.to_owned(),
+        })
+    }
+
+    /// Acts on `owns` from now on: no reconcile of an object outside it starts after this
+    /// returns, and the triggers of the objects that left are forgotten (so each is reconciled
+    /// once if it comes back).
+    pub fn set(&self, owns: Ownership) {
+        let mut state = self.lock();
+        state.triggers.retain(|uid, _| owns.owns(uid));
+        state.owns = owns.clone();
+        drop(state);
+        self.changes.send_replace(owns);
+    }
+
+    /// Waits until no reconcile of an object outside the share is running.
+    pub async fn drained(&self) {
+        loop {
+            let mut left = pin!(self.left.notified());
+            left.as_mut().enable();
+            {
+                let state = self.lock();
+                if state.running.keys().all(|uid| state.owns.owns(uid)) {
+                    return;
+                }
+            }
+            left.await;
+        }
+    }
+
+    /// Whether the controller should reconcile `uid`, whose trigger hash is now `hash`: it has
+    /// not seen it in the share before, or it changed since.
+    pub fn changed(&self, uid: &str, hash: u64) -> bool {
+        let mut state = self.lock();
+        if !state.owns.owns(uid) {
+            return false;
+        }
+        state.triggers.insert(uid.to_owned(), hash) != Some(hash)
+    }
+
+    /// `uid` is gone (deleted, or dropped from the cache).
+    fn forget(&self, uid: &str) {
+        self.lock().triggers.remove(uid);
+    }
+
+    /// The objects running now (for tests and logs).
+    pub fn running(&self) -> usize {
+        self.lock().running.len()
+    }
+}
+
+/// The uid of an event's object, if it has one.
+fn uid_of(ev: &Event) -> Option<&str> {
+    match ev {
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+            o.metadata.uid.as_deref()
+        }
+        _ => None,
+    }
+}
+
+type Lister = Box<dyn Fn() -> BoxStream<'static, Event> + Send>;
+
+/// Where one kind's watch stands.
+struct Watch {
+    share: Arc<Share>,
+    store: Store<Meta>,
+    list: Lister,
+    changes: watch::Receiver<Ownership>,
+    events: BoxStream<'static, Event>,
+    owns: Ownership,
+    /// Between a list's `Init` and `InitDone`.
+    listing: bool,
+    /// Objects that left the share, to drop from the cache.
+    dropped: Vec<Meta>,
+}
+
+impl Watch {
+    /// The share changed to `owns`: drop what left from the cache, or list again when
+    /// something may have been gained (or a list is under way, which may bring what left).
+    fn reshare(&mut self, owns: Ownership) {
+        if owns.nothing_new_since(&self.owns) && !self.listing {
+            self.dropped = self
+                .store
+                .state()
+                .iter()
+                .filter(|o| !owns.owns(o.metadata.uid.as_deref().unwrap_or_default()))
+                .map(|o| Meta::clone(o))
+                .collect();
+        } else {
+            self.events = (self.list)();
+            self.listing = true;
+        }
+        self.owns = owns;
+    }
+
+    /// Passes `ev` on if it is about an object in the share.
+    fn pass(&mut self, ev: Event) -> Option<Event> {
+        match &ev {
+            Ok(watcher::Event::Init) => self.listing = true,
+            Ok(watcher::Event::InitDone) => self.listing = false,
+            Ok(watcher::Event::Delete(o)) => {
+                self.share
+                    .forget(o.metadata.uid.as_deref().unwrap_or_default());
+            }
+            _ => {}
+        }
+        uid_of(&ev)
+            .is_none_or(|uid| self.owns.owns(uid))
+            .then_some(ev)
+    }
+
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(obj) = self.dropped.pop() {
+                return Some(Ok(watcher::Event::Delete(obj)));
+            }
+            tokio::select! {
+                biased;
+                Ok(()) = self.changes.changed() => {
+                    let owns = self.changes.borrow_and_update().clone();
+                    self.reshare(owns);
+                }
+                ev = self.events.next() => {
+                    if let Some(ev) = self.pass(ev?) {
+                        return Some(ev);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One kind's watch events, only for objects in `share` (see the module's notes); `store` is
+/// the cache the events feed, `list` starts a watch (with its initial list).
+pub fn events(
+    share: Arc<Share>,
+    store: Store<Meta>,
+    list: impl Fn() -> BoxStream<'static, Event> + Send + 'static,
+) -> impl Stream<Item = Event> + Send {
+    let mut changes = share.changes.subscribe();
+    let owns = changes.borrow_and_update().clone();
+    let first = Watch {
+        events: list(),
+        share,
+        store,
+        list: Box::new(list),
+        changes,
+        owns,
+        listing: true,
+        dropped: Vec::new(),
+    };
+    futures::stream::unfold(first, |mut w| async move {
+        let ev = w.next().await?;
+        Some((ev, w))
+    })
+}
+
+/// The objects of `events` (after the cache) worth a reconcile: new to the share or changed
+/// ([`Share::changed`] over `hash`). Objects a list brings are passed on only once it is done:
+/// until then the cache does not show them, and a reconcile of an object the cache does not
+/// show is dropped by the controller.
+pub fn triggers(
+    events: impl Stream<Item = Event> + Send,
+    share: Arc<Share>,
+    hash: fn(&Meta) -> u64,
+) -> impl Stream<Item = Result<Meta, watcher::Error>> + Send {
+    let mut listed: Vec<Meta> = Vec::new();
+    let worth =
+        move |o: &Meta| share.changed(o.metadata.uid.as_deref().unwrap_or_default(), hash(o));
+    events
+        .map(move |ev| {
+            let out: Vec<Result<Meta, watcher::Error>> = match ev {
+                Err(err) => vec![Err(err)],
+                Ok(watcher::Event::Apply(o)) => worth(&o).then_some(Ok(o)).into_iter().collect(),
+                Ok(watcher::Event::InitApply(o)) => {
+                    if worth(&o) {
+                        listed.push(o);
+                    }
+                    Vec::new()
+                }
+                // (kept across a list that starts over: their hashes are recorded already)
+                Ok(watcher::Event::InitDone) => listed.drain(..).map(Ok).collect(),
+                Ok(watcher::Event::Init | watcher::Event::Delete(_)) => Vec::new(),
+            };
+            futures::stream::iter(out)
+        })
+        .flatten()
+}
+
+/// Starts watching `api` (metadata only, from the watch cache), each object stripped by `strip`.
+pub fn lister(
+    api: Api<Meta>,
+    strip: fn(&mut Meta),
+) -> impl Fn() -> BoxStream<'static, Event> + Send + 'static {
+    move || {
+        watcher(api.clone(), watcher::Config::default().any_semantic())
+            .default_backoff()
+            .modify(strip)
+            .boxed()
+    }
+}
+
+#[cfg(test)]
+#[path = "share/tests.rs"]
+mod tests;

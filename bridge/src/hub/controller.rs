@@ -64,6 +64,8 @@ pub struct Hub {
     /// `--shards auto`: the share of consumers whose requests this replica resolves (every
     /// replica indexes every request; only the consumer's owner writes its resolution).
     shard: Option<tokio::sync::watch::Receiver<(Ownership, u64)>>,
+    /// Resolutions are written only while this replica's term (leader or shard member) holds.
+    fence: crate::kit::fence::Fence,
 }
 
 impl Hub {
@@ -138,7 +140,13 @@ impl Hub {
             declarations: std::sync::Mutex::default(),
             fetching: std::sync::Mutex::default(),
             shard: None,
+            fence: crate::kit::fence::Fence::open(),
         }
+    }
+
+    /// The same hub writing only while `fence` passes.
+    pub fn with_fence(self, fence: crate::kit::fence::Fence) -> Self {
+        Self { fence, ..self }
     }
 
     /// The same hub resolving only the requests of consumers `shard` owns.
@@ -303,6 +311,12 @@ async fn resolve_request(
     hub.index.register(ns, name, objects_read(&parsed));
     if !hub.resolves(dr) {
         return Ok(Action::await_change());
+    }
+    // A replica whose term lapsed writes nothing: the one holding it now resolves the request
+    // (or this one, once renewed).
+    if let Err(fenced) = hub.fence.check() {
+        tracing::debug!(request = %name, namespace = %ns, "not resolving: {fenced}");
+        return Ok(Action::requeue(std::time::Duration::from_secs(5)));
     }
     let (resolution, published) = match cycle(hub, dr, ns, name) {
         Some(failure) => {

@@ -359,6 +359,7 @@ fn hub(w: &Wiring) -> crate::hub::controller::Hub {
         w.kit.metrics.clone(),
     )
     .with_readiness(w.kit.readiness.clone())
+    .with_fence(w.kit.fence.clone())
 }
 
 /// `--shards auto`: joins the shard ring and runs the managed resources and the hub on this
@@ -381,7 +382,11 @@ async fn run_sharded(
     .with_metrics(wiring.kit.metrics.clone());
     let (shard, link) = membership.start();
     let (stop_tx, stop) = watch::channel(false);
-    let hub = Arc::new(hub(wiring).with_shard(link.ownership.clone()));
+    let hub = Arc::new(
+        hub(wiring)
+            .with_shard(link.ownership.clone())
+            .with_fence(wiring.managed.kit.fence.clone()),
+    );
     let concurrency = wiring.concurrency;
     let hub_task = tokio::spawn(crate::hub::controller::run(
         hub,

@@ -308,6 +308,43 @@ async fn a_sharded_hub_resolves_only_the_requests_of_its_consumers() -> anyhow::
 }
 
 #[tokio::test]
+async fn a_hub_whose_term_lapsed_writes_nothing() -> anyhow::Result<()> {
+    use crate::kit::fence::{Epoch, Fence};
+    let fake = FakeApi::new();
+    config_map(&fake, "settings", json!({"size": "3"}));
+    request(
+        &fake,
+        "pet",
+        json!([{"path": "size", "configMapKeyRef": {"name": "settings", "key": "size"}}]),
+    );
+    let fence = Fence::leased();
+    let hub = Arc::new(
+        Hub::new(
+            fake.client(),
+            Arc::new(Index::default()),
+            Arc::new(Metrics::new()),
+        )
+        .with_fence(fence.clone()),
+    );
+    pass(&fake, &hub, "pet").await?;
+    assert!(
+        stored(&fake, "pet").status.is_none(),
+        "a replica without a current term wrote a resolution"
+    );
+    let epoch = Epoch {
+        lease: "member-lease-uid".into(),
+        n: 0,
+    };
+    fence.grant(
+        epoch,
+        std::time::Instant::now() + std::time::Duration::from_secs(5),
+    );
+    pass(&fake, &hub, "pet").await?;
+    assert_eq!(ready(&stored(&fake, "pet")).0, "True");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_resolution_with_newly_published_values_observes_their_propagation() -> anyhow::Result<()>
 {
     let fake = FakeApi::new();

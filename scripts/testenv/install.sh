@@ -222,6 +222,20 @@ cmd_install() {
 		fi
 	done
 
+	# The examples each provider's repository ships, from its module source (already in the
+	# module cache once the provider was built; tests/tests/convert_examples.rs converts them).
+	declare -A provider_examples=()
+	local module modver dir
+	for p in random time null; do
+		[[ -n ${provider_path[$p]:-} ]] || continue
+		module=PROVIDER_${p^^}_MODULE
+		modver=PROVIDER_${p^^}_MODVER
+		dir=$(go_mod_download "${!module}" "${!modver}" | json_field Dir) || continue
+		if [[ -d $dir/examples ]]; then
+			provider_examples[$p]=$dir/examples
+		fi
+	done
+
 	# The fixture provider is keyed by a hash of its sources, not by its (fixed) version.
 	local fixture_key
 	if [[ -f $FIXTURE_DIR/go.mod ]]; then
@@ -311,6 +325,9 @@ cmd_install() {
 			[[ $p == fixture ]] && version=FIXTURE_VERSION
 			printf 'export KRAKEN_TEST_PROVIDER_%s=%q\n' "${p^^}" "${provider_path[$p]}"
 			printf 'export KRAKEN_TEST_PROVIDER_%s_VERSION=%q\n' "${p^^}" "${!version}"
+			if [[ -n ${provider_examples[$p]:-} ]]; then
+				printf 'export KRAKEN_TEST_PROVIDER_%s_EXAMPLES=%q\n' "${p^^}" "${provider_examples[$p]}"
+			fi
 		done
 		if [[ -n ${provider_path[aws]:-} ]]; then
 			printf 'export KRAKEN_TEST_PROVIDER_AWS=%q\n' "${provider_path[aws]}"

@@ -315,6 +315,7 @@ async fn provider_kinds(
             kind: crd.kind.clone(),
             fields: FieldMap::for_resource(&crd.type_name, s),
             arguments: crate::convert::emit::argument_names(s),
+            sensitive: crate::convert::emit::sensitive_outputs(s),
         };
         targets.insert((crd.data_source, crd.type_name.clone()), target);
     }

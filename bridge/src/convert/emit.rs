@@ -26,6 +26,9 @@ pub struct Target {
     pub fields: FieldMap,
     /// The type's top-level argument and block names, for "did you mean".
     pub arguments: Vec<String>,
+    /// Sensitive top-level attributes (Terraform name → the key their producer publishes them
+    /// under, in its outputs Secret): a reference to one reads it from there.
+    pub sensitive: BTreeMap<String, String>,
 }
 
 /// A type's top-level argument and nested block names.
@@ -36,6 +39,18 @@ pub fn argument_names(schema: &kraken_codegen::schema::Schema) -> Vec<String> {
         .filter(|(_, a)| a.is_argument())
         .map(|(n, _)| n.clone())
         .chain(b.block_types.keys().cloned())
+        .collect()
+}
+
+/// A type's sensitive top-level attributes: Terraform name → the key a producer publishes
+/// the value under (its Kubernetes field name, as `managed::deps::publish` writes it).
+pub fn sensitive_outputs(schema: &kraken_codegen::schema::Schema) -> BTreeMap<String, String> {
+    let attributes = &schema.block.attributes;
+    let names = kraken_codegen::names::field_names(attributes.keys().map(String::as_str));
+    attributes
+        .iter()
+        .filter(|(_, a)| a.sensitive)
+        .map(|(tf, _)| (tf.clone(), names.to_kube(tf).unwrap_or(tf).to_owned()))
         .collect()
 }
 
@@ -554,6 +569,25 @@ fn consumer_path(steps: &[PathStep], target: &Target) -> Result<String, String> 
     })
 }
 
+/// The output path of a sensitive attribute (not in `status.atProvider`; its producer publishes
+/// it in a Secret under its field name), with what follows it inside the value as written.
+fn sensitive_path(steps: &[PathStep], target: &Target) -> Option<String> {
+    let (PathStep::Attr(first), rest) = steps.split_first()? else {
+        return None;
+    };
+    let key = target.sensitive.get(first)?;
+    let rest = rest.iter().map(|s| match s {
+        PathStep::Attr(a) | PathStep::Key(a) => a.clone(),
+        PathStep::Index(i) => i.to_string(),
+    });
+    Some(
+        std::iter::once(key.clone())
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join("."),
+    )
+}
+
 fn render(steps: &[PathStep]) -> String {
     crate::value::AttrPath {
         steps: steps.to_vec(),
@@ -584,6 +618,7 @@ pub fn producer(r: &Ref, ctx: &RefCtx<'_>) -> Result<(String, String, String, St
     let out = target
         .fields
         .field_path(&steps, false)
+        .or_else(|| sensitive_path(&steps, target))
         .ok_or_else(|| format!("{address} has no attribute {}", render(&steps)))?;
     Ok((
         format!("{}/v1alpha1", target.group),

@@ -253,6 +253,7 @@ fn fixture_targets() -> std::collections::BTreeMap<(bool, String), super::emit::
                 kind,
                 fields,
                 arguments: super::emit::argument_names(schema.resource(t).expect("the type")),
+                sensitive: super::emit::sensitive_outputs(schema.resource(t).expect("the type")),
             };
             ((false, t.to_owned()), target)
         })
@@ -355,6 +356,49 @@ resource "fixture_object" "Web_0" {
     assert!(
         messages.iter().any(|m| m.contains("\"web-0\" is taken")),
         "{messages:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_reference_to_a_sensitive_attribute_reads_its_producers_outputs_secret() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("main.tf"),
+        r#"
+resource "fixture_object" "src" {
+  name     = "src"
+  password = "hunter2"
+}
+resource "fixture_object" "dst" {
+  name        = "dst"
+  description = fixture_object.src.password
+}
+"#,
+    )?;
+    let ev = evaluate(&load(dir.path())?, &Inputs::default());
+    let opts = super::emit::EmitOptions {
+        namespace: "team".into(),
+        provider_config: None,
+        known_types: Default::default(),
+    };
+    let out = super::emit::emit(&ev, &fixture_targets(), &opts);
+    let messages: Vec<String> = out.problems.iter().map(ToString::to_string).collect();
+    assert!(messages.is_empty(), "{messages:?}");
+    let dst = out
+        .manifests
+        .iter()
+        .find(|m| m.doc["metadata"]["name"] == "dst")
+        .expect("dst");
+    let vf = dst.doc["spec"]["valuesFrom"]
+        .as_array()
+        .expect("valuesFrom");
+    // Not in status.atProvider: its producer publishes it in its outputs Secret, by this key.
+    assert!(
+        vf.contains(&json!({"path": "description", "resource": {
+        "apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object", "name": "src",
+        "path": "password"}})),
+        "{vf:?}"
     );
     Ok(())
 }

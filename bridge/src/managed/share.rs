@@ -292,13 +292,17 @@ pub fn triggers(
         .flatten()
 }
 
-/// Starts watching `api` (metadata only, from the watch cache), each object stripped by `strip`.
+/// Starts watching `api` (metadata only), each object stripped by `strip`. The list is paged
+/// (500 objects a page) rather than read whole from the watch cache: a sharded replica decodes
+/// every object of the kind to keep a third of them, and a whole list holds all of them at once
+/// (managedFields included) while the kept ones are allocated among them, so the replica's
+/// memory would keep the shape of the whole list rather than of its share.
 pub fn lister(
     api: Api<Meta>,
     strip: fn(&mut Meta),
 ) -> impl Fn() -> BoxStream<'static, Event> + Send + 'static {
     move || {
-        watcher(api.clone(), watcher::Config::default().any_semantic())
+        watcher(api.clone(), watcher::Config::default())
             .default_backoff()
             .modify(strip)
             .boxed()

@@ -67,6 +67,13 @@ impl View {
         self.members.is_empty()
     }
 
+    /// Whether every member of `other` is one of `self`'s. Adding members to a ring only moves
+    /// objects to the new members, so then a member of `other` owns in `self` only objects it
+    /// owned in `other`.
+    pub fn includes(&self, other: &View) -> bool {
+        other.members.is_subset(&self.members)
+    }
+
     /// A short stable name of the member set, written on membership Leases as the view a
     /// replica has drained for.
     pub fn id(&self) -> String {
@@ -114,9 +121,15 @@ impl Ownership {
         match (before, self) {
             (Self::All, _) => true,
             (Self::Shard { .. }, Self::All) => false,
-            (Self::Shard { views: old, .. }, Self::Shard { views: new, .. }) => {
-                // No views owns nothing: from there, any view is new work.
-                new.is_empty() || (!old.is_empty() && old.iter().all(|v| new.contains(v)))
+            (Self::Shard { views: old, me }, Self::Shard { views: new, .. }) => {
+                // No views owns nothing: from there, any view is new work. Else each old view
+                // must be covered by a new one with all of its members (a view that only
+                // gained members gives `me` no object it did not have).
+                new.is_empty()
+                    || (!old.is_empty()
+                        && old
+                            .iter()
+                            .all(|o| o.contains(me) && new.iter().any(|n| n.includes(o))))
             }
         }
     }
@@ -207,7 +220,22 @@ mod tests {
             me: "a".into(),
             views: vec![new],
         };
-        assert!(!settled.nothing_new_since(&a));
+        assert!(
+            settled.nothing_new_since(&a),
+            "a member joined: settling on the new view gives a nothing it lacked"
+        );
+        for k in uids(5_000) {
+            assert!(!settled.owns(&k) || a.owns(&k), "{k}");
+        }
+        let left = Ownership::Shard {
+            me: "a".into(),
+            views: vec![View::new(["a", "c"])],
+        };
+        assert!(
+            !left.nothing_new_since(&settled),
+            "b left: a gains some of its objects"
+        );
+        assert!(uids(5_000).iter().any(|k| left.owns(k) && !settled.owns(k)));
         assert!(
             !settled.nothing_new_since(&c),
             "owning nothing, the first settled view is all new"

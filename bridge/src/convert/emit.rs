@@ -265,7 +265,8 @@ fn manifest(
     if !values_from.is_empty() {
         spec["valuesFrom"] = Json::Array(values_from);
     }
-    lifecycle(inst, target, &mut spec, out);
+    out.problems
+        .extend(super::lifecycle::convert(inst, &target.fields, &mut spec));
     let mut annotations = json!({ ADDRESS_ANNOTATION: address });
     if !inst.depends_on.is_empty() {
         annotations[DEPENDS_ON_ANNOTATION] = Json::String(inst.depends_on.join(","));
@@ -343,111 +344,6 @@ pub fn local_provider(type_name: &str, meta: Option<&str>) -> String {
         Some(m) => m.split('.').next().unwrap_or(m).to_owned(),
         None => type_name.split('_').next().unwrap_or(type_name).to_owned(),
     }
-}
-
-/// `lifecycle`: `prevent_destroy` → `deletionPolicy: Orphan`, `ignore_changes` →
-/// `ignoreChanges`; the rest is reported until the controller honours it.
-fn lifecycle(inst: &Instance, target: &Target, spec: &mut Json, out: &mut Emitted) {
-    for (k, v) in &inst.lifecycle {
-        match (k.as_str(), v.known()) {
-            ("prevent_destroy", Some(Json::Bool(true))) => spec["deletionPolicy"] = json!("Orphan"),
-            ("ignore_changes", Some(paths)) => {
-                let (ignored, problems) = ignore_changes(paths, target, spec);
-                if !ignored.is_empty() {
-                    spec["ignoreChanges"] = json!(ignored);
-                }
-                for message in problems {
-                    out.problems.push(Problem {
-                        at: inst.at.clone(),
-                        subject: inst.address(),
-                        message,
-                        blocking: false,
-                    });
-                }
-            }
-            ("prevent_destroy", Some(Json::Bool(false)))
-            | ("create_before_destroy", Some(Json::Bool(false))) => {}
-            (other, _) => out.problems.push(Problem {
-                at: inst.at.clone(),
-                subject: inst.address(),
-                message: format!("lifecycle {other} is not converted yet"),
-                blocking: false,
-            }),
-        }
-    }
-}
-
-/// `ignore_changes` (its expression's text, `[tags, rule[0].port]` or `all`, or a list of
-/// strings in the old quoted form) as `spec.ignoreChanges` paths, and what could not be kept.
-/// `all` becomes every argument the spec sets.
-fn ignore_changes(paths: &Json, target: &Target, spec: &Json) -> (Vec<String>, Vec<String>) {
-    let listed: Vec<String> = match paths {
-        Json::String(text) if text.trim() == "all" => {
-            let mut all: Vec<String> = spec["forProvider"]
-                .as_object()
-                .map(|m| m.keys().cloned().collect())
-                .unwrap_or_default();
-            let from = spec["valuesFrom"].as_array().into_iter().flatten();
-            all.extend(
-                from.filter_map(|e| Some(e["path"].as_str()?.split('.').next()?.to_owned())),
-            );
-            all.sort();
-            all.dedup();
-            return (all, Vec::new());
-        }
-        Json::String(text) => text
-            .trim()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .split(',')
-            .map(|p| p.trim().trim_matches('"').to_owned())
-            .filter(|p| !p.is_empty())
-            .collect(),
-        Json::Array(items) => items
-            .iter()
-            .filter_map(|i| i.as_str().map(str::to_owned))
-            .collect(),
-        other => {
-            return (
-                Vec::new(),
-                vec![format!(
-                    "lifecycle ignore_changes {other} is not a list of attributes"
-                )],
-            );
-        }
-    };
-    let mut kept = Vec::new();
-    let mut problems = Vec::new();
-    for path in listed {
-        match tf_path(&path).and_then(|steps| target.fields.field_path(&steps, true)) {
-            Some(dotted) => kept.push(dotted),
-            None => problems.push(format!(
-                "lifecycle ignore_changes: {path} is not an argument of this type; left out"
-            )),
-        }
-    }
-    (kept, problems)
-}
-
-/// A Terraform attribute path as written in `ignore_changes` (`tags["Name"]`, `rule[0].port`).
-fn tf_path(text: &str) -> Option<Vec<PathStep>> {
-    let mut steps = Vec::new();
-    for part in text.split('.') {
-        let (name, mut rest) = part.split_once('[').map_or((part, ""), |(n, r)| (n, r));
-        if name.is_empty() {
-            return None;
-        }
-        steps.push(PathStep::Attr(name.to_owned()));
-        while !rest.is_empty() {
-            let (inside, after) = rest.split_once(']')?;
-            steps.push(match inside.trim().parse::<i64>() {
-                Ok(i) => PathStep::Index(i),
-                Err(_) => PathStep::Key(inside.trim().trim_matches('"').to_owned()),
-            });
-            rest = after.strip_prefix('[').unwrap_or(after);
-        }
-    }
-    Some(steps)
 }
 
 /// What resolving a reference to another object needs.

@@ -11,6 +11,7 @@ pub mod emit;
 pub mod eval;
 pub mod exports;
 pub mod funcs;
+mod lifecycle;
 pub mod load;
 pub mod module;
 pub mod modules;

@@ -10,9 +10,10 @@
 //! - **The caches** ([`events`]): each kind's watch keeps only the share's objects. When the
 //!   share narrows, the objects that left are dropped from the cache (no list); when it may have
 //!   grown, the kind is listed again and the objects gained come in.
-//! - **The triggers**: what each cached object last looked like to the controller
-//!   ([`Share::changed`]). An object that stays is not reconciled again on a change of share;
-//!   one gained is reconciled once, even if it was owned, left and came back unchanged.
+//! - **The triggers** ([`triggers`], one per controller run): what each cached object last
+//!   looked like to the controller. An object that stays is not reconciled again on a change of
+//!   share; one gained is reconciled once, even if it was owned, left and came back unchanged;
+//!   a controller started again (leadership regained) reconciles every object once.
 
 use std::collections::HashMap;
 use std::pin::pin;
@@ -43,8 +44,6 @@ struct State {
     owns: Ownership,
     /// uid → reconciles running (one per kind and object in practice).
     running: HashMap<String, usize>,
-    /// uid → the trigger hash the controller last saw for it.
-    triggers: HashMap<String, u64>,
 }
 
 /// A reconcile in progress; leaving the share's books when dropped.
@@ -73,7 +72,6 @@ impl Share {
             state: Mutex::new(State {
                 owns: owns.clone(),
                 running: HashMap::new(),
-                triggers: HashMap::new(),
             }),
             left: Notify::new(),
             changes: watch::Sender::new(owns),
@@ -107,11 +105,9 @@ impl Share {
     }
 
     /// Acts on `owns` from now on: no reconcile of an object outside it starts after this
-    /// returns, and the triggers of the objects that left are forgotten (so each is reconciled
-    /// once if it comes back).
+    /// returns.
     pub fn set(&self, owns: Ownership) {
         let mut state = self.lock();
-        state.triggers.retain(|uid, _| owns.owns(uid));
         state.owns = owns.clone();
         drop(state);
         self.changes.send_replace(owns);
@@ -130,21 +126,6 @@ impl Share {
             }
             left.await;
         }
-    }
-
-    /// Whether the controller should reconcile `uid`, whose trigger hash is now `hash`: it has
-    /// not seen it in the share before, or it changed since.
-    pub fn changed(&self, uid: &str, hash: u64) -> bool {
-        let mut state = self.lock();
-        if !state.owns.owns(uid) {
-            return false;
-        }
-        state.triggers.insert(uid.to_owned(), hash) != Some(hash)
-    }
-
-    /// `uid` is gone (deleted, or dropped from the cache).
-    fn forget(&self, uid: &str) {
-        self.lock().triggers.remove(uid);
     }
 
     /// The objects running now (for tests and logs).
@@ -167,7 +148,6 @@ type Lister = Box<dyn Fn() -> BoxStream<'static, Event> + Send>;
 
 /// Where one kind's watch stands.
 struct Watch {
-    share: Arc<Share>,
     store: Store<Meta>,
     list: Lister,
     changes: watch::Receiver<Ownership>,
@@ -203,10 +183,6 @@ impl Watch {
         match &ev {
             Ok(watcher::Event::Init) => self.listing = true,
             Ok(watcher::Event::InitDone) => self.listing = false,
-            Ok(watcher::Event::Delete(o)) => {
-                self.share
-                    .forget(o.metadata.uid.as_deref().unwrap_or_default());
-            }
             _ => {}
         }
         uid_of(&ev)
@@ -246,7 +222,6 @@ pub fn events(
     let owns = changes.borrow_and_update().clone();
     let first = Watch {
         events: list(),
-        share,
         store,
         list: Box::new(list),
         changes,
@@ -260,35 +235,82 @@ pub fn events(
     })
 }
 
-/// The objects of `events` (after the cache) worth a reconcile: new to the share or changed
-/// ([`Share::changed`] over `hash`). Objects a list brings are passed on only once it is done:
-/// until then the cache does not show them, and a reconcile of an object the cache does not
-/// show is dropped by the controller.
+/// One controller run's memory of what each object looked like when it was last triggered.
+#[derive(Default)]
+struct Seen {
+    hashes: HashMap<String, u64>,
+    /// The uids a list under way has brought so far.
+    listing: Option<std::collections::HashSet<String>>,
+    /// Objects that list brought worth a reconcile, passed on once it is done.
+    listed: Vec<Meta>,
+}
+
+impl Seen {
+    /// Whether `o` (its trigger hash `hash`) is in the share and new or changed to this run.
+    fn worth(&mut self, share: &Share, o: &Meta, hash: u64) -> bool {
+        let uid = o.metadata.uid.as_deref().unwrap_or_default();
+        share.owns(uid) && self.hashes.insert(uid.to_owned(), hash) != Some(hash)
+    }
+
+    fn on(
+        &mut self,
+        share: &Share,
+        ev: Event,
+        hash: fn(&Meta) -> u64,
+    ) -> Vec<Result<Meta, watcher::Error>> {
+        match ev {
+            Err(err) => vec![Err(err)],
+            Ok(watcher::Event::Apply(o)) => {
+                let h = hash(&o);
+                self.worth(share, &o, h)
+                    .then_some(Ok(o))
+                    .into_iter()
+                    .collect()
+            }
+            Ok(watcher::Event::Init) => {
+                self.listing = Some(std::collections::HashSet::new());
+                Vec::new()
+            }
+            Ok(watcher::Event::InitApply(o)) => {
+                if let Some(seen) = self.listing.as_mut() {
+                    seen.insert(o.metadata.uid.clone().unwrap_or_default());
+                }
+                let h = hash(&o);
+                if self.worth(share, &o, h) {
+                    self.listed.push(o);
+                }
+                Vec::new()
+            }
+            // (objects kept across a list that starts over: their hashes are recorded already)
+            Ok(watcher::Event::InitDone) => {
+                if let Some(seen) = self.listing.take() {
+                    // what the list did not bring is gone, or outside the share
+                    self.hashes.retain(|uid, _| seen.contains(uid));
+                }
+                self.listed.drain(..).map(Ok).collect()
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                self.hashes
+                    .remove(o.metadata.uid.as_deref().unwrap_or_default());
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The objects of `events` (after the cache) worth a reconcile: in the share, and new to this
+/// controller run or changed (their trigger `hash`). Objects a list brings are passed on only
+/// once it is done: until then the cache does not show them, and a reconcile of an object the
+/// cache does not show is dropped by the controller. An object dropped from the cache (deleted,
+/// or left the share) is forgotten, so it is reconciled once if it comes back.
 pub fn triggers(
     events: impl Stream<Item = Event> + Send,
     share: Arc<Share>,
     hash: fn(&Meta) -> u64,
 ) -> impl Stream<Item = Result<Meta, watcher::Error>> + Send {
-    let mut listed: Vec<Meta> = Vec::new();
-    let worth =
-        move |o: &Meta| share.changed(o.metadata.uid.as_deref().unwrap_or_default(), hash(o));
+    let mut seen = Seen::default();
     events
-        .map(move |ev| {
-            let out: Vec<Result<Meta, watcher::Error>> = match ev {
-                Err(err) => vec![Err(err)],
-                Ok(watcher::Event::Apply(o)) => worth(&o).then_some(Ok(o)).into_iter().collect(),
-                Ok(watcher::Event::InitApply(o)) => {
-                    if worth(&o) {
-                        listed.push(o);
-                    }
-                    Vec::new()
-                }
-                // (kept across a list that starts over: their hashes are recorded already)
-                Ok(watcher::Event::InitDone) => listed.drain(..).map(Ok).collect(),
-                Ok(watcher::Event::Init | watcher::Event::Delete(_)) => Vec::new(),
-            };
-            futures::stream::iter(out)
-        })
+        .map(move |ev| futures::stream::iter(seen.on(&share, ev, hash)))
         .flatten()
 }
 

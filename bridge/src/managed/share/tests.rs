@@ -48,21 +48,6 @@ async fn drained_waits_only_for_objects_that_left() {
     drop(staying);
 }
 
-#[test]
-fn an_object_that_comes_back_is_reconciled_once_more() {
-    let share = Share::new(shard("a", &[&["a"]]));
-    let (_, leaves) = split(50);
-    let uid = &leaves[0];
-    assert!(share.changed(uid, 7), "first sight");
-    assert!(!share.changed(uid, 7), "unchanged");
-    share.set(shard("a", &[&["a", "b"]]));
-    assert!(!share.changed(uid, 7), "not in the share");
-    share.set(shard("a", &[&["a"]]));
-    assert!(share.changed(uid, 7), "gained again: reconciled once");
-    assert!(!share.changed(uid, 7));
-    assert!(share.changed(uid, 8), "changed");
-}
-
 fn meta(uid: &str) -> Meta {
     let mut m = Meta {
         types: None,
@@ -175,4 +160,57 @@ async fn what_a_list_brings_is_triggered_once_it_is_in_the_cache() {
         .collect()
         .await;
     assert_eq!(out, ["x", "y", "zz"], "x once, after the list; y unchanged");
+}
+
+#[tokio::test]
+async fn an_object_that_left_and_came_back_is_reconciled_once_more() {
+    let share = Share::all();
+    let evs: Vec<Event> = vec![
+        Ok(watcher::Event::Apply(meta("x"))),
+        Ok(watcher::Event::Apply(meta("x"))),
+        // dropped from the cache (it left the share), then listed again unchanged
+        Ok(watcher::Event::Delete(meta("x"))),
+        Ok(watcher::Event::Init),
+        Ok(watcher::Event::InitApply(meta("x"))),
+        Ok(watcher::Event::InitDone),
+    ];
+    let out: Vec<String> = triggers(futures::stream::iter(evs), share, hash_of_name)
+        .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
+        .collect()
+        .await;
+    assert_eq!(out, ["x", "x"]);
+}
+
+#[tokio::test]
+async fn a_controller_started_again_reconciles_every_object_once() {
+    let share = Share::all();
+    let list = || -> Vec<Event> {
+        vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(meta("x"))),
+            Ok(watcher::Event::InitDone),
+        ]
+    };
+    for run in 0..2 {
+        let out: Vec<Result<Meta, watcher::Error>> =
+            triggers(futures::stream::iter(list()), share.clone(), hash_of_name)
+                .collect()
+                .await;
+        assert_eq!(out.len(), 1, "run {run}: its first list reconciles x");
+    }
+}
+
+#[tokio::test]
+async fn objects_outside_the_share_are_never_triggered() {
+    let share = Share::new(shard("a", &[&["a", "b"]]));
+    let (mine, theirs) = split(20);
+    let evs: Vec<Event> = vec![
+        Ok(watcher::Event::Apply(meta(&mine[0]))),
+        Ok(watcher::Event::Apply(meta(&theirs[0]))),
+    ];
+    let out: Vec<String> = triggers(futures::stream::iter(evs), share, hash_of_name)
+        .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
+        .collect()
+        .await;
+    assert_eq!(out, [mine[0].clone()]);
 }

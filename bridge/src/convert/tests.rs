@@ -260,11 +260,23 @@ fn fixture_targets() -> std::collections::BTreeMap<(bool, String), super::emit::
         .collect()
 }
 
+/// `text` as a module's `main.tf`, evaluated and emitted over the fixture's types into
+/// namespace `team`.
+fn emit_module(text: &str) -> anyhow::Result<super::emit::Emitted> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("main.tf"), text)?;
+    let ev = evaluate(&load(dir.path())?, &Inputs::default());
+    let opts = super::emit::EmitOptions {
+        namespace: "team".into(),
+        provider_config: None,
+        known_types: Default::default(),
+    };
+    Ok(super::emit::emit(&ev, &fixture_targets(), &opts))
+}
+
 #[test]
 fn instances_become_manifests_with_references_as_values_from() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    std::fs::write(
-        dir.path().join("main.tf"),
+    let out = emit_module(
         r#"
 resource "fixture_uuid" "u" {
   name = "seed"
@@ -288,13 +300,6 @@ resource "fixture_object" "Web_0" {
 }
 "#,
     )?;
-    let ev = evaluate(&load(dir.path())?, &Inputs::default());
-    let opts = super::emit::EmitOptions {
-        namespace: "team".into(),
-        provider_config: None,
-        known_types: Default::default(),
-    };
-    let out = super::emit::emit(&ev, &fixture_targets(), &opts);
     let web1 = out
         .manifests
         .iter()
@@ -362,9 +367,7 @@ resource "fixture_object" "Web_0" {
 
 #[test]
 fn a_reference_to_a_sensitive_attribute_reads_its_producers_outputs_secret() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    std::fs::write(
-        dir.path().join("main.tf"),
+    let out = emit_module(
         r#"
 resource "fixture_object" "src" {
   name     = "src"
@@ -376,13 +379,6 @@ resource "fixture_object" "dst" {
 }
 "#,
     )?;
-    let ev = evaluate(&load(dir.path())?, &Inputs::default());
-    let opts = super::emit::EmitOptions {
-        namespace: "team".into(),
-        provider_config: None,
-        known_types: Default::default(),
-    };
-    let out = super::emit::emit(&ev, &fixture_targets(), &opts);
     let messages: Vec<String> = out.problems.iter().map(ToString::to_string).collect();
     assert!(messages.is_empty(), "{messages:?}");
     let dst = out

@@ -206,26 +206,26 @@ fn spec_schema(ir: &KindIr) -> Json {
 }
 
 fn resource_policies(properties: &mut Map<String, Json>) {
-    let policy = |values: [&str; 2], description: &str| json!({"type": "string", "enum": values, "default": values[0], "description": description});
+    let policy = |values: &[&str], description: &str| json!({"type": "string", "enum": values, "default": values[0], "description": description});
     properties.insert(
         "managementPolicy".into(),
         policy(
-            ["Full", "ObserveOnly"],
+            &["Full", "ObserveOnly"],
             "Full creates, updates and deletes the external object; ObserveOnly only reads it.",
         ),
     );
     properties.insert(
         "deletionPolicy".into(),
         policy(
-            ["Delete", "Orphan"],
+            &["Delete", "Orphan"],
             "Whether deleting this object destroys the external object (Delete) or leaves it (Orphan).",
         ),
     );
     properties.insert(
         "replacePolicy".into(),
         policy(
-            ["Allow", "Refuse"],
-            "Whether a change that needs the external object replaced may proceed (Allow) or is refused (Refuse).",
+            &["Allow", "CreateBeforeDestroy", "Refuse"],
+            "Whether a change that needs the external object replaced proceeds by destroying the old one and then creating the new one (Allow), proceeds by creating the new one first and destroying the old one once it exists (CreateBeforeDestroy, Terraform's lifecycle create_before_destroy), or is refused (Refuse).",
         ),
     );
     properties.insert(

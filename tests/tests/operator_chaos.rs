@@ -615,3 +615,64 @@ fn apiserver_outage(bed: &mut FixtureBed) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A create-before-destroy replacement whose provider exits right after it made the new object
+/// (`crashOnApply: after`, once): the retry finds the new object (never the old one it is
+/// replacing), then destroys the old one. One create and one delete each in the ledger.
+#[test]
+fn provider_crash_creating_a_replacement_keeps_one_of_each() -> anyhow::Result<()> {
+    let scratch = scratch_dir("kraken-crash-once-")?;
+    let once = scratch.path().join("crash-once");
+    let opts = OperatorOptions {
+        env: vec![(
+            "KRAKEN_FIXTURE_CRASH_ONCE_FILE".to_string(),
+            once.to_string_lossy().into_owned(),
+        )],
+        ..OperatorOptions::default()
+    };
+    let bed = FixtureBed::start("crash-replace", opts)?;
+    let result = (|| {
+        let spec = |name: &str| json!({"forProvider": {"name": name, "size": 3}, "replacePolicy": "CreateBeforeDestroy"});
+        bed.apply_object("web", spec("alpha"))?;
+        let old = bed.wait_reconciled("web", Duration::from_secs(90))?;
+        let old = old["status"]["externalId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        bed.apply_provider_config("default", json!({"crashOnApply": "after"}))?;
+        bed.apply_object("web", spec("beta"))?;
+        bed.wait_event("web", "DeposedDestroyed", Duration::from_secs(120))?;
+        ensure!(
+            once.exists(),
+            "the provider never crashed (no {})",
+            once.display()
+        );
+        let obj = bed.wait_reconciled("web", Duration::from_secs(60))?;
+        let objects = ledger::objects(bed.ledger_dir())?;
+        ensure!(objects.len() == 1, "exactly one live object: {objects:#?}");
+        ensure!(objects[0]["name"] == "beta", "{objects:#?}");
+        ensure!(
+            obj["status"]["externalId"] == objects[0]["id"],
+            "status.externalId {} != ledger {}",
+            obj["status"]["externalId"],
+            objects[0]["id"]
+        );
+        let ops: Vec<String> = ledger::event_log(bed.ledger_dir())?
+            .into_iter()
+            .map(|e| format!("{} {}", e.op, e.name))
+            .collect();
+        ensure!(
+            ops == ["create alpha", "create beta", "delete alpha"],
+            "ledger events {ops:?}"
+        );
+        let new = objects[0]["id"].as_str().unwrap_or_default();
+        ensure!(new != old, "{new} replaced {old}");
+        let reasons: Vec<String> = bed.events("web")?.into_iter().map(|(r, _)| r).collect();
+        ensure!(
+            reasons.iter().any(|r| r == "Recovered"),
+            "the interrupted create is found again: {reasons:?}"
+        );
+        Ok(())
+    })();
+    bed.finish(result)
+}

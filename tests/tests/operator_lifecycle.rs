@@ -421,6 +421,46 @@ fn name_change_replaces_the_object() -> anyhow::Result<()> {
     })
 }
 
+/// `replacePolicy: CreateBeforeDestroy` (Terraform's create_before_destroy): the new object
+/// exists before the old one is destroyed, in the ledger's own order.
+#[test]
+fn create_before_destroy_makes_the_new_object_first() -> anyhow::Result<()> {
+    default_run("replace-create-first", |bed| {
+        let first = json!({"replacePolicy": "CreateBeforeDestroy"});
+        bed.apply_object("web", spec("alpha", 3, first.clone()))?;
+        let old = external_id(&bed.wait_reconciled("web", CONVERGE)?)?;
+        bed.apply_object("web", spec("beta", 3, first))?;
+        let obj = bed.wait_reconciled("web", CONVERGE)?;
+        let new = external_id(&obj)?;
+        ensure!(new != old, "a replacement gives a new id");
+        bed.wait_event("web", "DeposedDestroyed", CONVERGE)?;
+        let live = sole_object(bed)?;
+        ensure!(
+            live["id"] == new.as_str() && live["name"] == "beta",
+            "{live}"
+        );
+        expect_ops(
+            bed,
+            &[
+                format!("create {old} alpha"),
+                format!("create {new} beta"),
+                format!("delete {old} alpha"),
+            ],
+        )?;
+        let secret = bed.state_secret("web")?.context("no state Secret")?;
+        ensure!(
+            secret["data"]["deposedState"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "the deposed object's entry is dropped once it is destroyed: {}",
+            secret["data"]
+        );
+        bed.wait_event("web", "Replaced", CONVERGE)?;
+        Ok(())
+    })
+}
+
 #[test]
 fn replace_policy_refuse_stops_a_replacement() -> anyhow::Result<()> {
     default_run("replace-refused", |bed| {

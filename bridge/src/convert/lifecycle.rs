@@ -1,6 +1,7 @@
 //! A resource's `lifecycle` block in its manifest: `prevent_destroy` → `deletionPolicy:
-//! Orphan`, `ignore_changes` → `spec.ignoreChanges` (Terraform paths to field paths); what the
-//! controller does not honour yet is reported.
+//! Orphan`, `ignore_changes` → `spec.ignoreChanges` (Terraform paths to field paths),
+//! `create_before_destroy` → `replacePolicy: CreateBeforeDestroy`; what the controller does not
+//! honour yet is reported.
 
 use serde_json::{Value as Json, json};
 
@@ -9,7 +10,8 @@ use crate::value::PathStep;
 use crate::value::fields::FieldMap;
 
 /// `lifecycle`: `prevent_destroy` → `deletionPolicy: Orphan`, `ignore_changes` →
-/// `ignoreChanges`; the rest is reported until the controller honours it.
+/// `ignoreChanges`, `create_before_destroy` → `replacePolicy: CreateBeforeDestroy`; the rest
+/// is reported until the controller honours it.
 pub fn convert(inst: &Instance, fields: &FieldMap, spec: &mut Json) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (k, v) in &inst.lifecycle {
@@ -28,6 +30,9 @@ pub fn convert(inst: &Instance, fields: &FieldMap, spec: &mut Json) -> Vec<Probl
                         blocking: false,
                     });
                 }
+            }
+            ("create_before_destroy", Some(Json::Bool(true))) => {
+                spec["replacePolicy"] = json!("CreateBeforeDestroy");
             }
             ("prevent_destroy", Some(Json::Bool(false)))
             | ("create_before_destroy", Some(Json::Bool(false))) => {}

@@ -291,8 +291,9 @@ resource "fixture_object" "web" {
   nothing     = 1
   description = upper(fixture_uuid.u.id)
   lifecycle {
-    prevent_destroy = true
-    ignore_changes  = [tags["Team"], description, no_such]
+    prevent_destroy       = true
+    create_before_destroy = true
+    ignore_changes        = [tags["Team"], description, no_such]
   }
 }
 resource "fixture_object" "Web_0" {
@@ -311,6 +312,7 @@ resource "fixture_object" "Web_0" {
     // tags reads another object: its members are valuesFrom entries, the literal one too.
     assert!(spec["forProvider"].get("tags").is_none(), "{spec}");
     assert_eq!(spec["deletionPolicy"], "Orphan");
+    assert_eq!(spec["replacePolicy"], "CreateBeforeDestroy");
     assert_eq!(spec["ignoreChanges"], json!(["tags.Team", "description"]));
     assert_eq!(
         web1.doc["metadata"]["annotations"][super::emit::ADDRESS_ANNOTATION],

@@ -1,6 +1,7 @@
 //! Step: bring the object to its spec — configuration, observe, plan, the plan policy's gate
 //! ([`hold`](super::hold)), then what [`decide`] says: settle, create (fenced), update,
-//! replace; then persist, publish and report success.
+//! replace (destroy first, or create first: [`deposed`]); then persist, publish and report
+//! success.
 
 use kube::runtime::controller::Action;
 use serde_json::{Value as Json, json};
@@ -8,6 +9,7 @@ use serde_json::{Value as Json, json};
 use super::CREATE_ATTEMPT_ANNOTATION;
 use super::decide::Gate;
 use super::decide::{self, Act, Facts};
+use super::deposed::{self, Current};
 use super::deps;
 use super::error::{Error, Result};
 use super::hold;
@@ -59,7 +61,8 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
     }
     let facts = Facts {
         observe_only,
-        refuse_replace: spec.replace_policy.as_deref() == Some("Refuse"),
+        refuse_replace: spec.refuses_replace(),
+        create_first: spec.creates_first(),
         recreate: observed.recreate,
         drifted: decide::drifted(
             observed.moved,
@@ -151,7 +154,8 @@ pub(super) fn owned(run: &Run<'_>, t: &Target<'_>, spec: &ManagedSpec, config: V
     t.with_owner_tag(config, Value::string(uid))
 }
 
-/// Carries out what [`decide::act`] chose for `plan`.
+/// Carries out what [`decide::act`] chose for `plan`; then, with the object as its spec says,
+/// destroys the deposed object a create-before-destroy replacement left ([`deposed`]).
 async fn carry_out(
     run: &mut Run<'_>,
     t: &Target<'_>,
@@ -160,6 +164,21 @@ async fn carry_out(
     observed: Observed,
     act: Act,
 ) -> Result<()> {
+    if let Some(current) = carry_out_act(run, t, plan, config, observed, act).await? {
+        deposed::destroy_deposed(run, t, &current).await?;
+    }
+    Ok(())
+}
+
+/// Carries out `act`: the object it leaves in place, unless it only observes.
+async fn carry_out_act(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    plan: &Plan,
+    config: &Value,
+    observed: Observed,
+    act: Act,
+) -> Result<Option<Current>> {
     let Observed {
         state,
         private,
@@ -167,7 +186,7 @@ async fn carry_out(
         mut saved,
         ..
     } = observed;
-    match act {
+    let current = match act {
         Act::Observe { drifted } => {
             if drifted && last_plan_changed(run) {
                 let note = format!(
@@ -180,12 +199,18 @@ async fn carry_out(
                 .write_if_changed(run, t, &state, &private, completed)
                 .await?;
             succeed(run, t, &state);
+            return Ok(None);
         }
         Act::Settle => {
             saved
-                .write_if_changed(run, t, &state, &private, completed)
+                .write_if_changed(run, t, &state, &private, completed.clone())
                 .await?;
             succeed(run, t, &state);
+            Current {
+                state,
+                private,
+                completed,
+            }
         }
         Act::Create { recreate } => {
             let why = if recreate {
@@ -197,10 +222,21 @@ async fn carry_out(
             } else {
                 ("Created", format!("created {}", t.type_name))
             };
-            create(run, t, plan, why).await?;
+            create(run, t, plan, why).await?
         }
         Act::Update { drift } => update(run, t, plan, saved, completed, drift).await?,
-        Act::Replace => replace(run, t, plan, config, completed).await?,
+        Act::Replace {
+            create_first: false,
+        } => replace(run, t, plan, config, completed).await?,
+        Act::Replace { create_first: true } => {
+            deposed::depose(run, t, plan, completed).await?;
+            let note = format!(
+                "created the new {} before destroying the old one: {} changed",
+                t.type_name,
+                plan_paths(plan, t.fields()).join(", ")
+            );
+            create(run, t, &create_plan(t, config).await?, ("Replaced", note)).await?
+        }
         Act::RefuseReplace => {
             let paths = plan_paths(plan, t.fields()).join(", ");
             return Err(Error::ReplaceRefused(format!(
@@ -208,8 +244,8 @@ async fn carry_out(
                 t.type_name
             )));
         }
-    }
-    Ok(())
+    };
+    Ok(Some(current))
 }
 
 /// An update in place; `drift` when it puts back a change made outside Kraken.
@@ -220,10 +256,16 @@ async fn update(
     mut saved: Saved,
     completed: Option<String>,
     drift: bool,
-) -> Result<()> {
+) -> Result<Current> {
     let applied = apply_plan(run, t, plan).await?;
     saved
-        .write(run, t, &applied.new_state, &applied.private, completed)
+        .write(
+            run,
+            t,
+            &applied.new_state,
+            &applied.private,
+            completed.clone(),
+        )
         .await?;
     fail_on_errors(run, t, &applied).await?;
     let (r, note) = if drift {
@@ -239,7 +281,11 @@ async fn update(
     };
     run.event(false, r, note).await;
     succeed(run, t, &applied.new_state);
-    Ok(())
+    Ok(Current {
+        state: applied.new_state,
+        private: applied.private,
+        completed,
+    })
 }
 
 /// Publishes the outputs [`succeed`] recorded, as the object's StateDeclaration.
@@ -263,20 +309,42 @@ fn last_plan_changed(run: &Run<'_>) -> bool {
     run.obj.data.get("status").and_then(|s| s.get("lastPlan")) != run.status.get("lastPlan")
 }
 
+/// The plan of a replacement's create of `config`.
+async fn create_plan(t: &Target<'_>, config: &Value) -> Result<Plan> {
+    lifecycle::plan(t.host(), t.type_name, &Value::Null, &[], config)
+        .await
+        .map_err(|e| t.lifecycle_err("plan", e))
+}
+
 /// A fenced create: the attempt is recorded on the object before the provider is asked, and
 /// the state Secret records it as completed after.
-async fn create(run: &mut Run<'_>, t: &Target<'_>, plan: &Plan, why: (&str, String)) -> Result<()> {
+async fn create(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    plan: &Plan,
+    why: (&str, String),
+) -> Result<Current> {
     let attempt = k8s_openapi::jiff::Timestamp::now().to_string();
     run.patch_metadata(&[(CREATE_ATTEMPT_ANNOTATION, Some(&attempt))], true)
         .await?;
     let applied = apply_plan(run, t, plan).await?;
     Saved::default()
-        .write(run, t, &applied.new_state, &applied.private, Some(attempt))
+        .write(
+            run,
+            t,
+            &applied.new_state,
+            &applied.private,
+            Some(attempt.clone()),
+        )
         .await?;
     fail_on_errors(run, t, &applied).await?;
     run.event(false, why.0, why.1).await;
     succeed(run, t, &applied.new_state);
-    Ok(())
+    Ok(Current {
+        state: applied.new_state,
+        private: applied.private,
+        completed: Some(attempt),
+    })
 }
 
 /// A replacement: destroy, then a fenced create.
@@ -286,7 +354,7 @@ async fn replace(
     plan: &Plan,
     config: &Value,
     completed: Option<String>,
-) -> Result<()> {
+) -> Result<Current> {
     let paths = plan_paths(plan, t.fields()).join(", ");
     // Visible before it happens.
     run.set_conditions(&[Set::new(
@@ -301,13 +369,10 @@ async fn replace(
         .write(run, t, &destroyed.new_state, &destroyed.private, completed)
         .await?;
     fail_on_errors(run, t, &destroyed).await?;
-    let create_plan = lifecycle::plan(t.host(), t.type_name, &Value::Null, &[], config)
-        .await
-        .map_err(|e| t.lifecycle_err("plan", e))?;
     create(
         run,
         t,
-        &create_plan,
+        &create_plan(t, config).await?,
         (
             "Replaced",
             format!("replaced {}: {paths} changed", t.type_name),

@@ -7,6 +7,7 @@
 use kube::runtime::controller::Action;
 
 use super::decide::{self, Gate, OnDelete};
+use super::deposed::{self, Current};
 use super::error::Result;
 use super::hold::{self, Held};
 use super::observe::{owner, recover};
@@ -93,12 +94,24 @@ enum Destroyed {
 }
 
 /// Destroys the external object: the one the stored state names, or the one an interrupted
-/// create made; nothing when neither exists.
+/// create made; nothing when neither exists. Then the deposed object an unfinished
+/// create-before-destroy replacement left, if any.
 async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
-    let ctx = run.k.ctx.clone();
     let kind = run.k.kind.clone();
     let p = super::apply::provider(run, spec).await?;
     let t = Target::new(&p, &kind.type_name)?;
+    let destroyed = destroy_own(run, spec, &t).await?;
+    if destroyed == Destroyed::Done {
+        deposed::destroy_deposed(run, &t, &Current::gone()).await?;
+    }
+    Ok(destroyed)
+}
+
+/// Destroys the object of the resource's own (not a deposed one).
+async fn destroy_own(run: &mut Run<'_>, spec: &ManagedSpec, t: &Target<'_>) -> Result<Destroyed> {
+    let ctx = run.k.ctx.clone();
+    let p = t.p;
+    let kind = run.k.kind.clone();
     let restored = t.restore(run.load_state().await?).await?;
     let completed = restored
         .stored
@@ -118,7 +131,7 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
         let config = ctx
             .source
             .resource_config(
-                &p,
+                p,
                 &kind.type_name,
                 &run.namespace,
                 &spec.for_provider,
@@ -126,12 +139,14 @@ async fn destroy(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Destroyed> {
             )
             .await
             .unwrap_or(Value::Null);
-        match recover(&t, spec, &config, owner(run, spec), &attempt).await? {
+        let replaced = run.deposed().and_then(|d| d.id());
+        let tags = (owner(run, spec), replaced.as_deref());
+        match recover(t, spec, &config, tags, &attempt).await? {
             Some(found) => (state, private) = (found.new_state, found.private),
             None => return Ok(Destroyed::Done),
         }
     }
-    destroy_state(run, &t, spec.plan_policy(&p), (&state, &private), completed).await
+    destroy_state(run, t, spec.plan_policy(p), (&state, &private), completed).await
 }
 
 /// Reads the object `state` describes and, if it still exists, plans its destroy, and applies

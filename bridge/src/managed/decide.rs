@@ -56,8 +56,9 @@ pub enum Act {
     Create { recreate: bool },
     /// Update in place; `drift` when the object changed outside Kraken ([`Facts::drifted`]).
     Update { drift: bool },
-    /// Destroy, then create.
-    Replace,
+    /// Replace: destroy, then create; `create_first` (`replacePolicy: CreateBeforeDestroy`):
+    /// create the new object, then destroy the old one (kept meanwhile as deposed).
+    Replace { create_first: bool },
     /// A replacement is needed and `replacePolicy: Refuse` forbids it.
     RefuseReplace,
 }
@@ -67,6 +68,8 @@ pub enum Act {
 pub struct Facts {
     pub observe_only: bool,
     pub refuse_replace: bool,
+    /// `replacePolicy: CreateBeforeDestroy`.
+    pub create_first: bool,
     /// The object was deleted outside Kraken.
     pub recreate: bool,
     /// The external object changed outside Kraken: the spec is unchanged since the last pass
@@ -108,7 +111,9 @@ pub fn act(action: PlanAction, f: Facts) -> Act {
         },
         PlanAction::Update => Act::Update { drift: f.drifted },
         PlanAction::Replace if f.refuse_replace => Act::RefuseReplace,
-        PlanAction::Replace => Act::Replace,
+        PlanAction::Replace => Act::Replace {
+            create_first: f.create_first,
+        },
     }
 }
 
@@ -126,11 +131,14 @@ pub enum Gate {
 /// The gate for step `act` under `policy`; `approved` when the approval annotation names the
 /// id of the plan just made. Deletes never reach here (a live object's pass settles them).
 pub fn gate(policy: PlanPolicy, act: Act, approved: bool) -> Gate {
-    let changes = matches!(act, Act::Create { .. } | Act::Update { .. } | Act::Replace);
+    let changes = matches!(
+        act,
+        Act::Create { .. } | Act::Update { .. } | Act::Replace { .. }
+    );
     let held = match policy {
         PlanPolicy::Auto => false,
         PlanPolicy::Manual => changes,
-        PlanPolicy::ManualForDestructive => act == Act::Replace,
+        PlanPolicy::ManualForDestructive => matches!(act, Act::Replace { .. }),
     };
     match (held, approved) {
         (false, _) => Gate::Go,
@@ -265,6 +273,14 @@ mod tests {
             recreate: true,
             ..f
         };
+        let create_first = Facts {
+            create_first: true,
+            ..f
+        };
+        let refuse_first = Facts {
+            refuse_replace: true,
+            ..create_first
+        };
         let unchanged = Facts { drifted: true, ..f };
         use PlanAction as P;
         let cases = [
@@ -297,13 +313,40 @@ mod tests {
             ),
             ("spec changed", P::Update, f, Act::Update { drift: false }),
             ("drift", P::Update, unchanged, Act::Update { drift: true }),
-            ("replace", P::Replace, f, Act::Replace),
+            (
+                "replace",
+                P::Replace,
+                f,
+                Act::Replace {
+                    create_first: false,
+                },
+            ),
+            (
+                "create before destroy",
+                P::Replace,
+                create_first,
+                Act::Replace { create_first: true },
+            ),
+            (
+                "create first only replaces",
+                P::Update,
+                create_first,
+                Act::Update { drift: false },
+            ),
             ("refused", P::Replace, refuse, Act::RefuseReplace),
+            (
+                "refused either way",
+                P::Replace,
+                refuse_first,
+                Act::RefuseReplace,
+            ),
         ];
         for (name, action, facts, want) in cases {
             assert_eq!(act(action, facts), want, "{name}");
         }
     }
+
+    const REPLACE: Act = Act::Replace { create_first: true };
 
     #[test]
     fn gates() {
@@ -311,7 +354,7 @@ mod tests {
         let update = Act::Update { drift: false };
         let create = Act::Create { recreate: false };
         let cases = [
-            ("auto applies", Auto, Act::Replace, false, Gate::Go),
+            ("auto applies", Auto, REPLACE, false, Gate::Go),
             ("manual holds a create", Manual, create, false, Gate::Hold),
             ("manual holds an update", Manual, update, false, Gate::Hold),
             (
@@ -321,13 +364,7 @@ mod tests {
                 false,
                 Gate::Hold,
             ),
-            (
-                "manual holds a replace",
-                Manual,
-                Act::Replace,
-                false,
-                Gate::Hold,
-            ),
+            ("manual holds a replace", Manual, REPLACE, false, Gate::Hold),
             ("approved", Manual, update, true, Gate::Approved),
             ("nothing to hold", Manual, Act::Settle, false, Gate::Go),
             (
@@ -361,14 +398,14 @@ mod tests {
             (
                 "destructive holds replace",
                 Destructive,
-                Act::Replace,
+                REPLACE,
                 false,
                 Gate::Hold,
             ),
             (
                 "destructive approved",
                 Destructive,
-                Act::Replace,
+                REPLACE,
                 true,
                 Gate::Approved,
             ),

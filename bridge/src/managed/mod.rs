@@ -18,6 +18,7 @@
 mod apply;
 mod cleanup;
 mod decide;
+mod deposed;
 mod deps;
 pub mod error;
 mod hold;

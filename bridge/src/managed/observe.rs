@@ -48,6 +48,8 @@ pub(super) async fn observe(
         saved: Saved::from(&restored),
     };
     let fence = run.annotation(CREATE_ATTEMPT_ANNOTATION).map(str::to_owned);
+    let replaced = run.deposed().and_then(|d| d.id());
+    let tags = (owner(run, spec), replaced.as_deref());
     let origin = decide::origin(
         !restored.state.is_null(),
         spec.import_id(),
@@ -68,8 +70,7 @@ pub(super) async fn observe(
                     t.type_name
                 )));
             } else if let Some(attempt) = pending
-                && let Some(recovered) =
-                    recover(t, spec, config, owner(run, spec), &attempt).await?
+                && let Some(recovered) = recover(t, spec, config, tags, &attempt).await?
             {
                 // The recreate that followed the vanishing made it; its state was never saved.
                 adopt_recovered(run, t, recovered, attempt, &mut found).await?;
@@ -79,7 +80,7 @@ pub(super) async fn observe(
         }
         Origin::Import(id) => import(run, t, &id, &mut found).await?,
         Origin::Recover(attempt) => {
-            if let Some(recovered) = recover(t, spec, config, owner(run, spec), &attempt).await? {
+            if let Some(recovered) = recover(t, spec, config, tags, &attempt).await? {
                 adopt_recovered(run, t, recovered, attempt, &mut found).await?;
             }
         }

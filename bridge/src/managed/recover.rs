@@ -8,6 +8,9 @@
 //!    where its list configuration has an EC2-style `filter` block;
 //! 3. otherwise stop at `CreateInterrupted`, saying what to check.
 //!
+//! During a create-before-destroy replacement the old object (deposed) is still there, with
+//! the same owner tag and maybe the same name: its id is never taken for the new object.
+//!
 //! `Ok(Some)` found it, `Ok(None)` proved it absent, `Err(CreateInterrupted)` could not tell.
 
 use super::CREATE_ATTEMPT_ANNOTATION;
@@ -22,12 +25,13 @@ use crate::value::{AttrPath, Type, Value};
 const LIST_LIMIT: i64 = 10_000;
 
 /// Finds what the interrupted create `attempt` made; `owner` is the uid its owner tag carries
-/// (`None` for an object adopted by `importId`, which never gets one).
+/// (`None` for an object adopted by `importId`, which never gets one); `replaced` is the id
+/// of the deposed object a create-before-destroy replacement keeps, which is never it.
 pub(crate) async fn recover(
     t: &Target<'_>,
     spec: &ManagedSpec,
     config: &Value,
-    owner: Option<&str>,
+    (owner, replaced): (Option<&str>, Option<&str>),
     attempt: &str,
 ) -> Result<Option<Applied>> {
     let mut candidates: Vec<String> = spec.import_id().map(str::to_owned).into_iter().collect();
@@ -41,6 +45,9 @@ pub(crate) async fn recover(
     for id in &candidates {
         match lifecycle::import(t.host(), t.type_name, id).await {
             Ok(found) if found.new_state.is_null() => return Ok(None),
+            Ok(found) if replaced.is_some() && id_of(&found.new_state) == replaced => {
+                why = format!("{id:?} names the object being replaced");
+            }
             Ok(found) => return Ok(Some(found)),
             Err(LifecycleError::Rejected(diags)) => {
                 why = format!("importing {id:?} failed: {}", describe(&diags, t.fields()));
@@ -49,7 +56,7 @@ pub(crate) async fn recover(
         }
     }
     match (owner, listable(t)) {
-        (Some(uid), true) => return by_owner_tag(t, uid, attempt).await,
+        (Some(uid), true) => return by_owner_tag(t, (uid, replaced), attempt).await,
         (Some(_), false) if t.takes_tags() => {
             why.push_str(&format!(
                 "; the provider declares no list resource for {} to find it by its {OWNER_TAG} tag",
@@ -77,7 +84,11 @@ fn listable(t: &Target<'_>) -> bool {
 
 /// Lists the type's objects and takes the one whose tags carry `uid`; refreshed, so its state
 /// and private data are the provider's own.
-async fn by_owner_tag(t: &Target<'_>, uid: &str, attempt: &str) -> Result<Option<Applied>> {
+async fn by_owner_tag(
+    t: &Target<'_>,
+    (uid, replaced): (&str, Option<&str>),
+    attempt: &str,
+) -> Result<Option<Applied>> {
     let Some(list_schema) = t.p.schema.list_resources.get(t.type_name) else {
         return Ok(None);
     };
@@ -111,7 +122,8 @@ async fn by_owner_tag(t: &Target<'_>, uid: &str, attempt: &str) -> Result<Option
         .items
         .into_iter()
         .filter_map(|item| item.resource_object)
-        .filter(|o| tagged(o, uid));
+        .filter(|o| tagged(o, uid))
+        .filter(|o| replaced.is_none() || id_of(o) != replaced);
     let Some(found) = mine.next() else {
         return Ok(None);
     };
@@ -126,6 +138,14 @@ async fn by_owner_tag(t: &Target<'_>, uid: &str, attempt: &str) -> Result<Option
         .await
         .map_err(|e| t.lifecycle_err("read", e))?;
     Ok((!read.new_state.is_null()).then_some(read))
+}
+
+/// The provider's `id` of the object `state` describes.
+fn id_of(state: &Value) -> Option<&str> {
+    match lifecycle::lookup(state, &AttrPath::root().attr("id")).map(Value::untyped) {
+        Some(Value::String(id)) => Some(id),
+        _ => None,
+    }
 }
 
 /// Whether `object`'s `tags` (or `tags_all`) carry the owner tag with `uid`.

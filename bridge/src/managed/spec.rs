@@ -48,6 +48,16 @@ impl ManagedSpec {
         self.management_policy.as_deref() == Some("ObserveOnly")
     }
 
+    /// `replacePolicy: Refuse`: a change that needs a replacement is refused.
+    pub fn refuses_replace(&self) -> bool {
+        self.replace_policy.as_deref() == Some("Refuse")
+    }
+
+    /// `replacePolicy: CreateBeforeDestroy`: a replacement creates the new object first.
+    pub fn creates_first(&self) -> bool {
+        self.replace_policy.as_deref() == Some("CreateBeforeDestroy")
+    }
+
     pub fn provider_config(&self) -> &str {
         self.provider_config_ref
             .as_ref()

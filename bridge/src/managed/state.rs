@@ -3,8 +3,9 @@
 //! One Secret per resource, `<kind>-<name>.<group>-tfstate`, owned by the resource, holds the state as
 //! Terraform's JSON (exact numbers, sensitive values included), the provider's private bytes
 //! untouched, the schema version it was written under (for `UpgradeResourceState`), and the
-//! create attempt it completed (see the create fence in docs/operator.md). `status.atProvider`
-//! is only a projection of it for users, without sensitive values.
+//! create attempt it completed (see the create fence in docs/operator.md), and during a
+//! create-before-destroy replacement the old ("deposed") object until it is destroyed.
+//! `status.atProvider` is only a projection of it for users, without sensitive values.
 //!
 //! Keeping the whole state in one Secret (rather than splitting it between status and Secret)
 //! makes "persist state" a single write that is either entirely there or not at all.
@@ -23,6 +24,9 @@ const KEY_STATE: &str = "state";
 const KEY_PRIVATE: &str = "private";
 const KEY_SCHEMA_VERSION: &str = "schemaVersion";
 const KEY_CREATE_ATTEMPT: &str = "createAttempt";
+const KEY_DEPOSED_STATE: &str = "deposedState";
+const KEY_DEPOSED_PRIVATE: &str = "deposedPrivate";
+const KEY_DEPOSED_SCHEMA_VERSION: &str = "deposedSchemaVersion";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
@@ -41,6 +45,27 @@ pub struct Stored {
     pub schema_version: i64,
     /// The `kraken.dev/create-attempt` this state completed.
     pub create_attempt: Option<String>,
+    /// The object a create-before-destroy replacement replaced, until it is destroyed.
+    pub deposed: Option<Deposed>,
+}
+
+/// The old object of a create-before-destroy replacement (Terraform's "deposed" object): kept
+/// from before its replacement is created until it is destroyed, so neither a crash nor a
+/// failed destroy in between leaves it behind unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deposed {
+    /// Its state as cty JSON.
+    pub state: Vec<u8>,
+    pub private: Vec<u8>,
+    pub schema_version: i64,
+}
+
+impl Deposed {
+    /// The provider's `id` of the deposed object, if its state has one.
+    pub fn id(&self) -> Option<String> {
+        let state: serde_json::Value = serde_json::from_slice(&self.state).ok()?;
+        state.get("id")?.as_str().map(str::to_owned)
+    }
 }
 
 /// The leader epoch (`kit::fence`) whose replica last wrote a state Secret.
@@ -111,21 +136,40 @@ impl Stored {
                 })
                 .transpose()
         };
-        let schema_version = match text(KEY_SCHEMA_VERSION)? {
-            Some(v) => v.trim().parse().map_err(|_| StateError::Invalid {
-                name: name.clone(),
-                key: KEY_SCHEMA_VERSION,
-            })?,
-            None => 0,
+        let version = |key: &'static str| -> Result<i64, StateError> {
+            match text(key)? {
+                Some(v) => v.trim().parse().map_err(|_| StateError::Invalid {
+                    name: name.clone(),
+                    key,
+                }),
+                None => Ok(0),
+            }
+        };
+        let schema_version = version(KEY_SCHEMA_VERSION)?;
+        let deposed = match data.get(KEY_DEPOSED_STATE).filter(|b| !b.0.is_empty()) {
+            Some(state) => Some(Deposed {
+                state: state.0.clone(),
+                private: data
+                    .get(KEY_DEPOSED_PRIVATE)
+                    .map(|b| b.0.clone())
+                    .unwrap_or_default(),
+                schema_version: version(KEY_DEPOSED_SCHEMA_VERSION)?,
+            }),
+            None => None,
         };
         Ok(Self {
-            state: data.get(KEY_STATE).map(|b| b.0.clone()),
+            // Empty: no object (written so, an apply drops nothing by omission).
+            state: data
+                .get(KEY_STATE)
+                .filter(|b| !b.0.is_empty())
+                .map(|b| b.0.clone()),
             private: data
                 .get(KEY_PRIVATE)
                 .map(|b| b.0.clone())
                 .unwrap_or_default(),
             schema_version,
             create_attempt: text(KEY_CREATE_ATTEMPT)?.filter(|s| !s.is_empty()),
+            deposed,
         })
     }
 
@@ -133,9 +177,10 @@ impl Stored {
     /// unset), so applying drops nothing by omission.
     pub fn to_secret(&self, name: &str, namespace: &str, owner: OwnerReference) -> Secret {
         let mut data = BTreeMap::new();
-        if let Some(state) = &self.state {
-            data.insert(KEY_STATE.to_owned(), ByteString(state.clone()));
-        }
+        data.insert(
+            KEY_STATE.to_owned(),
+            ByteString(self.state.clone().unwrap_or_default()),
+        );
         data.insert(KEY_PRIVATE.to_owned(), ByteString(self.private.clone()));
         data.insert(
             KEY_SCHEMA_VERSION.to_owned(),
@@ -144,6 +189,18 @@ impl Stored {
         data.insert(
             KEY_CREATE_ATTEMPT.to_owned(),
             ByteString(self.create_attempt.clone().unwrap_or_default().into_bytes()),
+        );
+        let deposed = self.deposed.clone().unwrap_or_default();
+        data.insert(KEY_DEPOSED_STATE.to_owned(), ByteString(deposed.state));
+        data.insert(KEY_DEPOSED_PRIVATE.to_owned(), ByteString(deposed.private));
+        let deposed_version = self
+            .deposed
+            .as_ref()
+            .map(|d| d.schema_version.to_string())
+            .unwrap_or_default();
+        data.insert(
+            KEY_DEPOSED_SCHEMA_VERSION.to_owned(),
+            ByteString(deposed_version.into_bytes()),
         );
         Secret {
             metadata: ObjectMeta {
@@ -188,6 +245,18 @@ mod tests {
                 private: vec![0, 159, 146, 150],
                 schema_version: 3,
                 create_attempt: Some("2026-11-22T10:00:00Z".into()),
+                deposed: None,
+            },
+            Stored {
+                state: None,
+                private: Vec::new(),
+                schema_version: 1,
+                create_attempt: None,
+                deposed: Some(Deposed {
+                    state: br#"{"id":"old"}"#.to_vec(),
+                    private: vec![7],
+                    schema_version: 0,
+                }),
             },
         ] {
             let secret = stored.to_secret("object-a-tfstate", "ns", owner());

@@ -3,7 +3,7 @@
 //! and word the provider's diagnostics in Kubernetes field names.
 
 use super::error::{Error, Result};
-use super::state::Stored;
+use super::state::{Deposed, Stored};
 use super::write::Run;
 use crate::kit::errors::chain as anyhow_chain;
 use crate::provider::lifecycle::{self, Action as PlanAction, Applied, LifecycleError, Plan};
@@ -114,6 +114,27 @@ impl<'p> Target<'p> {
                 "the provider returned a state Kraken cannot store: {e}"
             ))
         })
+    }
+
+    /// The object `state` describes, as the deposed object of a create-before-destroy
+    /// replacement.
+    pub(super) fn depose(&self, state: &Value, private: &[u8]) -> Result<Option<Deposed>> {
+        Ok(self.encode(state)?.map(|state| Deposed {
+            state,
+            private: private.to_vec(),
+            schema_version: self.version,
+        }))
+    }
+
+    /// A deposed object's state, restored to a value of the current schema.
+    pub(super) async fn restore_deposed(&self, deposed: &Deposed) -> Result<Restored> {
+        self.restore(Some(Stored {
+            state: Some(deposed.state.clone()),
+            private: deposed.private.clone(),
+            schema_version: deposed.schema_version,
+            ..Stored::default()
+        }))
+        .await
     }
 
     pub(super) async fn restore(&self, stored: Option<Stored>) -> Result<Restored> {
@@ -243,6 +264,8 @@ impl Saved {
             private: private.to_vec(),
             schema_version: t.version,
             create_attempt: attempt,
+            // The run's: `save_state` keeps it.
+            deposed: None,
         };
         run.save_state(&stored).await?;
         self.state = state.clone();

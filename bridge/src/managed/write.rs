@@ -9,7 +9,7 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
 use super::error::{Error, Result};
-use super::state::{self, Stored};
+use super::state::{self, Deposed, Stored};
 use super::{FIELD_MANAGER, FINALIZER, KindContext};
 use crate::kit::conditions::Condition;
 use crate::kit::conditions::{self, Set};
@@ -38,6 +38,9 @@ pub struct Run<'a> {
     state_uid: std::sync::Mutex<Option<(String, Option<String>)>>,
     /// The uid of the old-named state Secret this pass read (see `load_legacy_state`).
     legacy_uid: std::sync::Mutex<Option<String>>,
+    /// The deposed object the state Secret holds (read by `load_state`, changed by
+    /// `set_deposed`): every state write keeps it.
+    deposed: std::sync::Mutex<Option<Deposed>>,
 }
 
 impl<'a> Run<'a> {
@@ -63,6 +66,7 @@ impl<'a> Run<'a> {
             sensitive_inputs: Default::default(),
             state_uid: Default::default(),
             legacy_uid: Default::default(),
+            deposed: Default::default(),
         }
     }
 
@@ -171,6 +175,19 @@ impl<'a> Run<'a> {
         known.as_ref().and_then(|(_, rv)| rv.clone())
     }
 
+    /// The deposed object of a create-before-destroy replacement, while there is one.
+    pub fn deposed(&self) -> Option<Deposed> {
+        self.deposed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records (or, `None`, forgets) the deposed object; the next state write stores it.
+    pub fn set_deposed(&self, deposed: Option<Deposed>) {
+        *self.deposed.lock().unwrap_or_else(|e| e.into_inner()) = deposed;
+    }
+
     /// The state Secret's name (`kit::names`).
     pub fn state_secret_name(&self) -> String {
         let r = &self.k.kind.resource;
@@ -202,7 +219,9 @@ impl<'a> Run<'a> {
                     .fence
                     .superseded_by(state::epoch_of(&secret).as_ref())?;
                 self.set_state_seen(Some(&secret.metadata));
-                Ok(Some(Stored::from_secret(&secret)?))
+                let stored = Stored::from_secret(&secret)?;
+                self.set_deposed(stored.deposed.clone());
+                Ok(Some(stored))
             }
             Claim::Predecessor => {
                 self.set_state_seen(None);
@@ -234,6 +253,7 @@ impl<'a> Run<'a> {
         }
         *self.legacy_uid.lock().unwrap_or_else(|e| e.into_inner()) = secret.metadata.uid.clone();
         let stored = Stored::from_secret(&secret)?;
+        self.set_deposed(stored.deposed.clone());
         // Moved now, not on the next change: a settled object would read two names each pass.
         self.save_state(&stored).await?;
         Ok(Some(stored))
@@ -264,6 +284,10 @@ impl<'a> Run<'a> {
     pub async fn save_state(&self, stored: &Stored) -> Result<()> {
         let name = self.state_secret_name();
         let epoch = self.k.ctx.fence.check()?;
+        let stored = Stored {
+            deposed: self.deposed(),
+            ..stored.clone()
+        };
         let mut secret = stored.to_secret(&name, &self.namespace, self.owner()?);
         state::stamp_epoch(&mut secret, epoch.as_ref());
         let version = match self.state_version() {

@@ -45,6 +45,7 @@ struct State {
     deletes: usize,
     plan_error: bool,
     apply_error: bool,
+    delete_error: bool,
     import_error: bool,
     list_error: bool,
     crash_next_create: bool,
@@ -219,6 +220,11 @@ impl FakePlugin {
         self.lock().apply_error = on;
     }
 
+    /// While on, every destroy changes nothing and answers with an error diagnostic.
+    pub fn delete_diagnostics(&self, on: bool) {
+        self.lock().delete_error = on;
+    }
+
     /// While on, every import answers with an error diagnostic (the provider cannot tell).
     pub fn import_diagnostics(&self, on: bool) {
         self.lock().import_error = on;
@@ -380,12 +386,13 @@ impl Plugin for FakePlugin {
             diagnostics: Vec::new(),
             legacy_type_system: false,
         };
-        if self.lock().apply_error {
+        let destroy = req.planned_state.is_null();
+        if self.lock().apply_error || (destroy && self.lock().delete_error) {
             resp.diagnostics
                 .push(error("apply failed in the fake", None));
             return Ok(resp);
         }
-        if req.planned_state.is_null() {
+        if destroy {
             let mut s = self.lock();
             if let Some(id) = id_of(&req.prior_state) {
                 s.objects.remove(&id);

@@ -311,6 +311,12 @@ async fn observe(
         })
         .and_then(|o| o.metadata.uid.as_deref())
         .filter(|_| spec.import_id().is_none());
+    let replaced = restored
+        .stored
+        .as_ref()
+        .and_then(|s| s.deposed.as_ref())
+        .and_then(|d| d.id());
+    let tags = (owner, replaced.as_deref());
     let origin = decide::origin(
         !restored.state.is_null(),
         spec.import_id(),
@@ -324,7 +330,7 @@ async fn observe(
                 .map_err(|e| t.lifecycle_err("read", e))?;
             if read.new_state.is_null()
                 && let Some(attempt) = pending
-                && let Some(found) = recover(t, spec, config, owner, &attempt).await?
+                && let Some(found) = recover(t, spec, config, tags, &attempt).await?
             {
                 return Ok((found.new_state, found.private, false));
             }
@@ -343,7 +349,7 @@ async fn observe(
             }
             Ok((imported.new_state, imported.private, false))
         }
-        Origin::Recover(attempt) => match recover(t, spec, config, owner, &attempt).await? {
+        Origin::Recover(attempt) => match recover(t, spec, config, tags, &attempt).await? {
             Some(found) => Ok((found.new_state, found.private, false)),
             None => Ok((Value::Null, Vec::new(), false)),
         },
@@ -377,7 +383,8 @@ fn notes(
     }
     let facts = Facts {
         observe_only: spec.observe_only(),
-        refuse_replace: spec.replace_policy.as_deref() == Some("Refuse"),
+        refuse_replace: spec.refuses_replace(),
+        create_first: spec.creates_first(),
         recreate,
         drifted: false,
     };
@@ -385,6 +392,10 @@ fn notes(
     match act {
         Act::Observe { drifted: true } => notes
             .push("managementPolicy ObserveOnly: the drift is reported, never changed".to_owned()),
+        Act::Replace { create_first: true } => notes.push(
+            "spec.replacePolicy is CreateBeforeDestroy: the new object is created before the old one is destroyed"
+                .to_owned(),
+        ),
         Act::RefuseReplace => notes.push(
             "spec.replacePolicy is Refuse: the replacement would be refused (ReplaceRefused)"
                 .to_owned(),

@@ -31,6 +31,8 @@ pub const AMI_2: &str = "ami-1e749f67";
 pub struct Moto {
     child: Child,
     pub port: u16,
+    /// Where moto's recorder writes the requests it records ([`Moto::record`]).
+    recording: std::path::PathBuf,
 }
 
 impl Moto {
@@ -45,8 +47,10 @@ impl Moto {
             .create(true)
             .append(true)
             .open(log_dir.join("moto.log"))?;
+        let recording = log_dir.join("moto-recording.jsonl");
         let child = Command::new(&bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("MOTO_RECORDER_FILEPATH", &recording)
             .env("MOTO_ENABLE_AMI_VALIDATION", "true")
             .env("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
             .stdin(Stdio::null())
@@ -54,7 +58,11 @@ impl Moto {
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let moto = Self { child, port };
+        let moto = Self {
+            child,
+            port,
+            recording,
+        };
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         crate::wait_for(Duration::from_secs(60), "moto_server to answer", || {
             match crate::operator::http_get(addr, "/moto-api/data.json") {
@@ -76,22 +84,107 @@ impl Moto {
 
     /// Forgets every instance, VPC and tag (`POST /moto-api/reset`): a fresh cloud.
     pub fn reset(&self) -> anyhow::Result<()> {
+        self.post("/moto-api/reset")
+    }
+
+    /// From now on, moto records every request it serves (its recorder), for
+    /// [`Moto::recorded`].
+    pub fn record(&self) -> anyhow::Result<()> {
+        self.post("/moto-api/recorder/start-recording")
+    }
+
+    /// The requests recorded since [`Moto::record`], oldest first, as `(service, action)`
+    /// ([`recorded_action`]).
+    pub fn recorded(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let text = match std::fs::read_to_string(&self.recording) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e).context("reading moto's recording"),
+        };
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| recorded_action(&serde_json::from_str(l)?))
+            .collect()
+    }
+
+    fn post(&self, path: &str) -> anyhow::Result<()> {
         use std::io::{Read as _, Write as _};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
         write!(
             s,
-            "POST /moto-api/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         )?;
         let mut answer = String::new();
         s.read_to_string(&mut answer)?;
         if !answer.starts_with("HTTP/1.1 200") && !answer.starts_with("HTTP/1.0 200") {
             bail!(
-                "moto reset answered {}",
+                "moto {path} answered {}",
                 answer.lines().next().unwrap_or_default()
             );
         }
         Ok(())
     }
+}
+
+/// One request moto's recorder wrote, as `(service, action)`: the service from the request's
+/// signature scope (`s3`, `ec2`, `iam`, `sqs`…), the action from its `X-Amz-Target` (JSON
+/// protocols), its `Action` form parameter (query protocols), or for REST (S3) the method and
+/// path.
+pub fn recorded_action(entry: &serde_json::Value) -> anyhow::Result<(String, String)> {
+    use base64::Engine as _;
+    let header = |name: &str| {
+        entry["headers"]
+            .as_object()
+            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)))
+            .and_then(|(_, v)| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // Credential=AKID/20261127/us-east-1/iam/aws4_request
+    let service = header("Authorization")
+        .split("Credential=")
+        .nth(1)
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or("unknown")
+        .to_owned();
+    let target = header("X-Amz-Target");
+    if let Some((_, action)) = target.rsplit_once('.') {
+        return Ok((service, action.to_owned()));
+    }
+    let body = match entry["body"].as_str().unwrap_or_default() {
+        b if entry["body_encoded"] == true => String::from_utf8_lossy(
+            &base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .context("a recorded body is not base64")?,
+        )
+        .into_owned(),
+        b => b.to_owned(),
+    };
+    let url = entry["url"].as_str().unwrap_or_default();
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or_default();
+    let action = body
+        .split('&')
+        .chain(query.split('&'))
+        .find_map(|kv| kv.strip_prefix("Action="));
+    let method = entry["method"].as_str().unwrap_or_default();
+    Ok(match action {
+        Some(a) => (service, a.to_owned()),
+        None => {
+            let path = url
+                .split("://")
+                .nth(1)
+                .map_or(url, |rest| rest.find('/').map_or("/", |i| &rest[i..]));
+            (service, format!("{method} {path}"))
+        }
+    })
+}
+
+/// Whether a recorded `(service, action)` only reads: `Describe*`, `Get*`, `List*`, or a REST
+/// `GET`/`HEAD`.
+pub fn reads_only(action: &str) -> bool {
+    ["Describe", "Get", "List", "GET ", "HEAD "]
+        .iter()
+        .any(|p| action.starts_with(p))
 }
 
 /// CPU seconds (user + system) a process has used so far.

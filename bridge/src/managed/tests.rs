@@ -231,6 +231,23 @@ async fn updates_in_place() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// As Terraform decides: a plan that changes only the provider's private data (an import
+/// leaves out what SDKv2 providers keep there) is no change, and nothing is applied.
+#[tokio::test]
+async fn a_private_only_plan_applies_nothing() -> anyhow::Result<()> {
+    let env = Env::new();
+    created(&env, "a", thing("a")).await?;
+    env.plugin.plan_private(b"{\"schema_version\":\"1\"}");
+    env.pass("a").await?;
+    assert_eq!(
+        env.plugin.calls("ApplyResourceChange"),
+        1,
+        "only the create"
+    );
+    assert_eq!(env.condition("a", "Ready"), yes("Available"));
+    Ok(())
+}
+
 #[tokio::test]
 async fn replaces_unless_refused() -> anyhow::Result<()> {
     let env = Env::new();

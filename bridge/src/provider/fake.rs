@@ -50,6 +50,8 @@ struct State {
     list_error: bool,
     crash_next_create: bool,
     fresh_ids: bool,
+    /// Private data every plan answers with, when set (as SDKv2 providers add their own).
+    plan_private: Option<Vec<u8>>,
 }
 
 /// The fake provider; share it with `Arc` (the table lives inside).
@@ -241,6 +243,11 @@ impl FakePlugin {
         self.lock().fresh_ids = true;
     }
 
+    /// From now on every plan answers with `private` as the planned private data.
+    pub fn plan_private(&self, private: &[u8]) {
+        self.lock().plan_private = Some(private.to_vec());
+    }
+
     /// The next create makes the object and then fails as a crashed process does.
     pub fn crash_next_create(&self) {
         self.lock().crash_next_create = true;
@@ -351,7 +358,11 @@ impl Plugin for FakePlugin {
         let mut resp = PlanResponse {
             planned_state: Value::Null,
             requires_replace: Vec::new(),
-            planned_private: req.prior_private,
+            planned_private: self
+                .lock()
+                .plan_private
+                .clone()
+                .unwrap_or(req.prior_private),
             diagnostics: Vec::new(),
             legacy_type_system: false,
         };

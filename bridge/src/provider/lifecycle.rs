@@ -125,7 +125,11 @@ pub async fn plan(
         Action::Delete
     } else if !requires_replace.is_empty() {
         Action::Replace
-    } else if resp.planned_state != *prior || resp.planned_private != prior_private {
+    } else if resp.planned_state != *prior {
+        // As Terraform decides: by the values alone. A plan that only changes the provider's
+        // private data (SDKv2 providers put their timeouts and schema version there, which an
+        // import leaves out) changes nothing in the cloud; applying it would run the
+        // provider's update for nothing.
         Action::Update
     } else {
         Action::NoOp

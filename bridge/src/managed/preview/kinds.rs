@@ -69,10 +69,10 @@ impl Kinds {
     }
 }
 
-/// Groups whose kinds publish outputs: the generated ones and the native EC2 kind's.
+/// Groups whose kinds publish outputs: the generated ones (data source kinds too: what they
+/// read is published like a resource's state) and the native EC2 kind's.
 fn producer_group(group: &str) -> bool {
-    (group.ends_with(kraken_codegen::GROUP_SUFFIX) && !group.starts_with("data."))
-        || group == crate::core_kinds::ec2::GROUP
+    group.ends_with(kraken_codegen::GROUP_SUFFIX) || group == crate::core_kinds::ec2::GROUP
 }
 
 /// The subject of `doc` and what it is; `namespace` for namespaced documents naming none.
@@ -129,7 +129,7 @@ pub(super) async fn classify(
         namespace,
         name: name.to_owned(),
     };
-    let class = if group.ends_with(kraken_codegen::GROUP_SUFFIX) && !group.starts_with("data.") {
+    let class = if group.ends_with(kraken_codegen::GROUP_SUFFIX) {
         match managed_kind(shared, &resource).await {
             Ok(kind) => Class::Managed(kind),
             Err(why) => Class::Failed(why),
@@ -141,9 +141,7 @@ pub(super) async fn classify(
 }
 
 fn as_is_why(group: &str, kind: &str) -> String {
-    if group.starts_with("data.") && group.ends_with(kraken_codegen::GROUP_SUFFIX) {
-        "a data source view: read-only, nothing to plan".to_owned()
-    } else if group == crate::core_kinds::ec2::GROUP && kind == "EC2Instance" {
+    if group == crate::core_kinds::ec2::GROUP && kind == "EC2Instance" {
         "a native EC2 kind: its controller plans against EC2 itself; not planned (applied as-is)"
             .to_owned()
     } else {

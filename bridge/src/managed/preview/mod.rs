@@ -346,6 +346,8 @@ impl Planner {
                 .await;
             for (p, outcome) in results {
                 let action = match &outcome {
+                    // A data source read after apply: what it reads is not known yet.
+                    Outcome::Planned(plan) if p.kind.data_source && plan.outputs.is_none() => None,
                     Outcome::Planned(plan) => Some(plan.action),
                     _ => None,
                 };

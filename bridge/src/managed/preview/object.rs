@@ -75,17 +75,7 @@ async fn plan_one(
     let config = configuration(shared, &t, ns, &spec, &inputs).await?;
     let config = owned(&t, &spec, doc, live.as_ref(), config);
     if kind.data_source {
-        // Read now, so a configuration the provider refuses shows here; nothing changes.
-        lifecycle::read_data(t.host(), t.type_name, &config)
-            .await
-            .map_err(|e| t.lifecycle_err("read", e))?;
-        return Ok(ObjectPlan {
-            action: lifecycle::Action::NoOp,
-            changes: Vec::new(),
-            values_from: inputs.shown,
-            notes: vec!["a data source: read, never changed".into()],
-            outputs: None,
-        });
+        return read_data(&t, inputs, &config).await;
     }
     let stored = match &live {
         Some(obj) => load_state(shared, kind, obj).await?,
@@ -126,6 +116,30 @@ async fn plan_one(
 
 /// What an object left unchanged would publish: its `status.atProvider`, without the
 /// attributes set from sensitive inputs.
+/// A data source of the set: read now, as the operator would, so a configuration the provider
+/// refuses shows here and consumers of the set plan against what it reads; nothing changes.
+/// One whose inputs are not known until the set is applied is read then (no outputs).
+async fn read_data(t: &Target<'_>, inputs: Inputs, config: &Value) -> Result<ObjectPlan> {
+    let mut plan = ObjectPlan {
+        action: lifecycle::Action::NoOp,
+        changes: Vec::new(),
+        values_from: inputs.shown,
+        notes: Vec::new(),
+        outputs: None,
+    };
+    if !config.is_wholly_known() {
+        plan.notes
+            .push("a data source: read once the values it reads are known (after apply)".into());
+        return Ok(plan);
+    }
+    let (state, _) = lifecycle::read_data(t.host(), t.type_name, config)
+        .await
+        .map_err(|e| t.lifecycle_err("read", e))?;
+    plan.notes.push("a data source: read, never changed".into());
+    plan.outputs = Some(would_publish(t, &state, &inputs.sensitive));
+    Ok(plan)
+}
+
 fn would_publish(t: &Target<'_>, state: &Value, sensitive: &BTreeSet<String>) -> Json {
     let mut state = crate::value::kube::to_kube_json(state);
     if let Some(o) = state.as_object_mut() {

@@ -1,0 +1,351 @@
+//! `kraken convert --state` end to end on hashicorp/aws against moto: the Terraform CLI applies
+//! a configuration (a VPC, subnets from `count` over `cidrsubnet`, a security group, an
+//! instance whose image comes from `data.aws_ami`, an S3 bucket's versioning, an IAM role whose
+//! trust policy is a `data.aws_iam_policy_document`, with an inline policy from another);
+//! `kraken convert --state` converts it; `kraken plan` shows adopting changes nothing; the
+//! manifests are applied with the operator running. Every object becomes Ready by importing
+//! what Terraform made: moto's recorder shows no request but reads from the moment the
+//! manifests were applied, and `status.atProvider` holds Terraform's values. A change of a
+//! variable-derived value in a manifest afterwards reaches moto like any change.
+//!
+//! The bucket itself is made in moto directly, as in `aws_bridge`: hashicorp/aws reads every
+//! aws_s3_bucket's tags through S3 Control at `<account-id>.<endpoint host>`, a name that does
+//! not resolve for a loopback endpoint, so neither Terraform nor Kraken can create or read one
+//! against moto. Its versioning (which names the bucket) is managed by both.
+//!
+//! An SQS queue is left out for a reason of the same kind: hashicorp/aws imports a queue by its
+//! URL and accepts only `https://sqs.<region>.<domain>/<account>/<name>`, which moto's loopback
+//! URLs are not, so `terraform import` fails against moto as Kraken's adoption does. (Seeding
+//! the state Secrets from `terraform.tfstate` instead of importing would remove that dependence
+//! on the provider's import: not done.)
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, ensure};
+use kraken_tests::bench::{aws_provider, terraform};
+use kraken_tests::moto::{AMI, reads_only};
+use kraken_tests::operator::aws::{AwsBed, Kind};
+use kraken_tests::{TestEnv, kraken_bin, scratch_dir};
+use serde_json::{Value, json};
+
+const RESOURCES: &[&str] = &[
+    "aws_vpc",
+    "aws_subnet",
+    "aws_security_group",
+    "aws_instance",
+    "aws_s3_bucket_versioning",
+    "aws_iam_role",
+    "aws_iam_role_policy",
+];
+const DATA_SOURCES: &[&str] = &["aws_ami", "aws_iam_policy_document"];
+const BUCKET: &str = "adopt-logs";
+
+/// Each converted object (kind, data source?, name) with its Terraform address.
+const OBJECTS: [(&str, bool, &str, &str); 11] = [
+    ("Vpc", false, "main", "aws_vpc.main"),
+    ("Subnet", false, "app-0", "aws_subnet.app[0]"),
+    ("Subnet", false, "app-1", "aws_subnet.app[1]"),
+    ("SecurityGroup", false, "web", "aws_security_group.web"),
+    ("Instance", false, "web", "aws_instance.web"),
+    (
+        "S3BucketVersioning",
+        false,
+        "logs",
+        "aws_s3_bucket_versioning.logs",
+    ),
+    ("IamRole", false, "app", "aws_iam_role.app"),
+    ("IamRolePolicy", false, "app", "aws_iam_role_policy.app"),
+    ("DataAmi", true, "base", "data.aws_ami.base"),
+    (
+        "DataIamPolicyDocument",
+        true,
+        "assume",
+        "data.aws_iam_policy_document.assume",
+    ),
+    (
+        "DataIamPolicyDocument",
+        true,
+        "read",
+        "data.aws_iam_policy_document.read",
+    ),
+];
+
+fn configuration(endpoint: &str, version: &str) -> String {
+    let header =
+        kraken_tests::bench::aws_terraform_header(endpoint, version, &["ec2", "s3", "iam", "sqs"]);
+    format!(
+        r#"{header}
+variable "name" {{
+  type    = string
+  default = "adopt"
+}}
+variable "subnets" {{
+  type    = number
+  default = 2
+}}
+locals {{
+  cidr = "10.20.0.0/16"
+  tags = {{ app = var.name }}
+}}
+data "aws_ami" "base" {{
+  most_recent = true
+  filter {{
+    name   = "image-id"
+    values = ["{AMI}"]
+  }}
+}}
+resource "aws_vpc" "main" {{
+  cidr_block = local.cidr
+  tags       = local.tags
+}}
+resource "aws_subnet" "app" {{
+  count      = var.subnets
+  vpc_id     = aws_vpc.main.id
+  cidr_block = cidrsubnet(local.cidr, 8, count.index)
+  tags       = merge(local.tags, {{ Name = "${{var.name}}-${{count.index}}" }})
+}}
+resource "aws_security_group" "web" {{
+  name   = "${{var.name}}-web"
+  vpc_id = aws_vpc.main.id
+  ingress {{
+    from_port   = 443
+    to_port     = 443
+    protocol    = "tcp"
+    cidr_blocks = [local.cidr]
+  }}
+  tags = local.tags
+}}
+resource "aws_instance" "web" {{
+  ami                    = data.aws_ami.base.id
+  instance_type          = "t3.micro"
+  subnet_id              = aws_subnet.app[0].id
+  vpc_security_group_ids = [aws_security_group.web.id]
+  tags                   = local.tags
+}}
+resource "aws_s3_bucket_versioning" "logs" {{
+  bucket = "{BUCKET}"
+  versioning_configuration {{
+    status = "Enabled"
+  }}
+}}
+data "aws_iam_policy_document" "assume" {{
+  statement {{
+    actions = ["sts:AssumeRole"]
+    principals {{
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }}
+  }}
+}}
+data "aws_iam_policy_document" "read" {{
+  statement {{
+    actions   = ["iam:GetRole"]
+    resources = [aws_iam_role.app.arn]
+  }}
+}}
+resource "aws_iam_role" "app" {{
+  name               = "${{var.name}}-app"
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+  tags               = local.tags
+}}
+resource "aws_iam_role_policy" "app" {{
+  name   = "read-self"
+  role   = aws_iam_role.app.id
+  policy = data.aws_iam_policy_document.read.json
+}}
+"#
+    )
+}
+
+/// Terraform's attributes of the instance at `address` in `terraform.tfstate`.
+fn state_attributes(state: &Value, address: &str) -> Option<Value> {
+    let resources = state["resources"].as_array()?;
+    resources.iter().find_map(|r| {
+        let prefix = match r["mode"].as_str() {
+            Some("data") => "data.",
+            _ => "",
+        };
+        let base = format!(
+            "{prefix}{}.{}",
+            r["type"].as_str().unwrap_or_default(),
+            r["name"].as_str().unwrap_or_default()
+        );
+        r["instances"].as_array()?.iter().find_map(|i| {
+            let key = match &i["index_key"] {
+                Value::Null => String::new(),
+                k => format!("[{k}]"),
+            };
+            (format!("{base}{key}") == address).then(|| i["attributes"].clone())
+        })
+    })
+}
+
+/// `kraken convert <tf> --state <state> --namespace <ns> --out <out>`: its stdout.
+fn convert(tf: &Path, ns: &str, out: &Path) -> anyhow::Result<String> {
+    let env = TestEnv::load()?;
+    let run = Command::new(kraken_bin()?)
+        .arg("convert")
+        .arg(tf)
+        .arg("--state")
+        .arg(tf.join("terraform.tfstate"))
+        .args(["--namespace", ns, "--out"])
+        .arg(out)
+        .arg("--plugin-dir")
+        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    ensure!(
+        run.status.success(),
+        "convert --state failed: {stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    Ok(stdout)
+}
+
+/// The converted manifests of resources and data sources (not the providers, which the bed
+/// configures for moto, nor the README).
+fn manifests(out: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<_> = std::fs::read_dir(out)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            name.is_some_and(|n| {
+                (n.starts_with("resource-") || n.starts_with("data-")) && n.ends_with(".yaml")
+            })
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+#[test]
+fn an_aws_state_is_adopted_with_zero_changes() -> anyhow::Result<()> {
+    let ab = AwsBed::start("adopt-aws", false, (RESOURCES, DATA_SOURCES))?;
+    let result = scenario(&ab);
+    ab.bed.finish(result)
+}
+
+fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
+    let ns = ab.ns().to_owned();
+    ab.api
+        .call("s3", "create_bucket", &json!({"Bucket": BUCKET}))?;
+    let work = scratch_dir("kraken-adopt-aws-")?;
+    let tf = work.path().join("tf");
+    std::fs::create_dir_all(&tf)?;
+    let (_, version) = aws_provider()?;
+    std::fs::write(
+        tf.join("main.tf"),
+        configuration(&ab.moto.endpoint(), &version),
+    )?;
+    terraform(&tf, &["init", "-input=false", "-no-color"])?;
+    terraform(
+        &tf,
+        &["apply", "-auto-approve", "-input=false", "-no-color"],
+    )?;
+    let state: Value = serde_json::from_slice(&std::fs::read(tf.join("terraform.tfstate"))?)?;
+
+    let out = work.path().join("out");
+    let stdout = convert(&tf, &ns, &out)?;
+    eprintln!("{stdout}");
+    ensure!(
+        stdout.contains("8 objects import"),
+        "every resource instance imports: {stdout}"
+    );
+    // The bed's ProviderConfig, as the configuration's provider block says: without the
+    // account id (`skip_requesting_account_id`), which ARNs then leave out.
+    ab.bed.cp.kubectl(&[
+        "patch",
+        "providerconfigs.core.kraken.dev",
+        "aws",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"config":{"skipRequestingAccountId":true}}}"#,
+    ])?;
+    // From here on moto records every request: planning and adopting may only read.
+    ab.moto.record()?;
+    // Before the hand-over, `kraken plan` reads the data sources and imports and plans every
+    // resource through the real provider, each against the others' real values: nothing to do.
+    let planned = work.path().join("planned");
+    std::fs::create_dir_all(&planned)?;
+    let files = manifests(&out)?;
+    for file in &files {
+        if let Some(name) = file.file_name() {
+            std::fs::copy(file, planned.join(name))?;
+        }
+    }
+    let (run, _) = kraken_tests::bench::kraken_plan(&kraken_bin()?, &ab.bed.cp, &planned)?;
+    let plan_out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!("{plan_out}");
+    ensure!(
+        run.status.code() == Some(0),
+        "a zero-change plan: exit {:?}\n{plan_out}",
+        run.status.code()
+    );
+    for file in &files {
+        ab.bed.apply(&std::fs::read_to_string(file)?)?;
+    }
+    for (kind, data, name, address) in OBJECTS {
+        let obj = ab.wait_reconciled(&Kind(kind, data), name)?;
+        let attrs =
+            state_attributes(&state, address).with_context(|| format!("{address} in the state"))?;
+        let at = &obj["status"]["atProvider"];
+        for (tf_key, kube_key) in [("id", "id"), ("arn", "arn"), ("cidr_block", "cidrBlock")] {
+            if attrs[tf_key].is_null() {
+                continue;
+            }
+            ensure!(
+                at[kube_key] == attrs[tf_key],
+                "{address}: atProvider.{kube_key} is {} but Terraform's state holds {}",
+                at[kube_key],
+                attrs[tf_key]
+            );
+        }
+    }
+    let recorded = ab.moto.recorded()?;
+    let writes: Vec<_> = recorded.iter().filter(|(_, a)| !reads_only(a)).collect();
+    ensure!(
+        writes.is_empty(),
+        "adopting changed the cloud: {writes:?} (of {} requests)",
+        recorded.len()
+    );
+    eprintln!("adopting made {} requests, none a write", recorded.len());
+
+    // A change of a variable-derived value in a manifest reaches moto like any change.
+    let before = recorded.len();
+    let vpc = Kind("Vpc", false);
+    ab.patch(
+        &vpc,
+        "main",
+        json!({"forProvider": {"tags": {"app": "moved"}}}),
+    )?;
+    let vpc_id = state_attributes(&state, "aws_vpc.main")
+        .and_then(|a| a["id"].as_str().map(str::to_owned))
+        .context("the VPC's id")?;
+    ab.wait_aws(
+        "moto shows the VPC's new tag",
+        ("ec2", "describe_vpcs", json!({"VpcIds": [vpc_id]})),
+        |a| {
+            a["Vpcs"][0]["Tags"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["Key"] == "app" && t["Value"] == "moved"))
+        },
+    )?;
+    let after = ab.moto.recorded()?;
+    let writes: Vec<_> = after[before..]
+        .iter()
+        .filter(|(_, a)| !reads_only(a))
+        .map(|(s, a)| format!("{s} {a}"))
+        .collect();
+    ensure!(
+        writes == ["ec2 CreateTags"],
+        "the change is one write: {writes:?}"
+    );
+    Ok(())
+}

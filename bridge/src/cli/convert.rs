@@ -73,6 +73,13 @@ pub struct ConvertArgs {
     /// what Terraform manages instead of creating it again.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
+    /// With --state: also write terraform-state.yaml, one state Secret per adopted object
+    /// holding its state as Terraform stored it. Applied before the manifests, the operator
+    /// (and kraken plan) refresh that state instead of importing each object: nothing depends
+    /// on the provider's import, and the provider's private data is kept. The file holds the
+    /// state's sensitive values, as terraform.tfstate does: apply it, do not commit it.
+    #[arg(long, requires = "state")]
+    pub seed_state: bool,
 }
 
 /// One provider the module uses: its local name, source address and what resolved it.
@@ -124,7 +131,7 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
     emitted.manifests.extend(exports);
     emitted.problems.extend(problems);
     let adoption = match &args.state {
-        Some(file) => Some(adopt(&mut emitted, file)?),
+        Some(file) => Some(adopt(&mut emitted, file, args.seed_state)?),
         None => None,
     };
     let blocking: Vec<&Problem> = emitted.problems.iter().filter(|p| blocks(p)).collect();
@@ -138,10 +145,22 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
         );
     }
     write(&args.out, &docs, &emitted, &ev, adoption.as_ref())?;
+    tell(&args, &emitted, &ev, adoption.as_ref());
+    Ok(())
+}
+
+/// What the conversion did, on the terminal: what was not converted, the adoption, and where
+/// the manifests went.
+fn tell(
+    args: &ConvertArgs,
+    emitted: &Emitted,
+    ev: &Evaluated,
+    adoption: Option<&crate::convert::state::Adoption>,
+) {
     for p in &emitted.problems {
         eprintln!("{}: {p}", if blocks(p) { "error" } else { "not converted" });
     }
-    if let Some(a) = &adoption {
+    if let Some(a) = adoption {
         for p in &a.problems {
             eprintln!("note: {p}");
         }
@@ -149,28 +168,41 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
             "{} objects import what the state holds (spec.importId)",
             a.imported
         );
+        if args.seed_state {
+            println!(
+                "their states are seeded in {}: apply it first (it holds sensitive values; do not commit it)",
+                args.out.join(crate::convert::state::SEED_FILE).display()
+            );
+        }
     }
     let peak = super::peak_memory_mib()
         .map(|m| format!(", peak memory {m} MiB"))
         .unwrap_or_default();
     println!(
         "converted {} of {} instances into {} (see {}/README.md{peak})",
-        converted(&emitted),
+        converted(emitted),
         ev.instances.len(),
         args.out.display(),
         args.out.display()
     );
-    Ok(())
 }
 
 /// `--state`: reads the state and seeds the manifests; blocking findings join the
 /// conversion's problems, the rest are returned.
-fn adopt(emitted: &mut Emitted, file: &Path) -> anyhow::Result<crate::convert::state::Adoption> {
+fn adopt(
+    emitted: &mut Emitted,
+    file: &Path,
+    seed_state: bool,
+) -> anyhow::Result<crate::convert::state::Adoption> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("--state: cannot read {}", file.display()))?;
     let name = file.display().to_string();
     let state = crate::convert::state::parse(&text, &name).map_err(anyhow::Error::msg)?;
     let mut adoption = crate::convert::state::seed(&mut emitted.manifests, &state, &name);
+    if seed_state {
+        let secrets = crate::convert::state::state_secrets(&emitted.manifests, &state);
+        emitted.manifests.extend(secrets);
+    }
     let (blocking, rest) = adoption.problems.into_iter().partition(|p| p.blocking);
     emitted.problems.extend::<Vec<Problem>>(blocking);
     adoption.problems = rest;
@@ -182,7 +214,9 @@ fn converted(emitted: &Emitted) -> usize {
     emitted
         .manifests
         .iter()
-        .filter(|m| m.file != crate::convert::exports::FILE)
+        .filter(|m| {
+            m.file != crate::convert::exports::FILE && m.file != crate::convert::state::SEED_FILE
+        })
         .count()
 }
 
@@ -428,6 +462,12 @@ fn write(
         let path = out.join(name);
         std::fs::write(&path, text.join("---\n"))
             .with_context(|| format!("writing {}", path.display()))?;
+        if name == crate::convert::state::SEED_FILE {
+            // The state's sensitive values: readable by the user alone, as Terraform's state.
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("restricting {}", path.display()))?;
+        }
     }
     std::fs::write(out.join("README.md"), summary(emitted, ev, adoption))?;
     Ok(())
@@ -471,6 +511,20 @@ fn summary(
         ));
         for p in &a.problems {
             s.push_str(&format!("- {p}\n"));
+        }
+        let seeded = emitted
+            .manifests
+            .iter()
+            .filter(|m| m.file == crate::convert::state::SEED_FILE)
+            .count();
+        if seeded > 0 {
+            s.push_str(&format!(
+                "\n`{}` seeds {seeded} state Secrets from the state: apply it first, so the \
+                 operator refreshes each object's state instead of importing it. It holds the \
+                 state's sensitive values, as `terraform.tfstate` does: apply it, do not commit \
+                 it.\n",
+                crate::convert::state::SEED_FILE
+            ));
         }
     }
     if !ev.outputs.is_empty() {

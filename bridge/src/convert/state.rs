@@ -23,6 +23,8 @@ pub struct StateInstance {
     /// The instance's attributes as Terraform stored them.
     pub attributes: Json,
     pub schema_version: u64,
+    /// The provider's private data, base64 as Terraform stores it (`None`: none).
+    pub private: Option<String>,
 }
 
 impl StateInstance {
@@ -100,11 +102,72 @@ pub fn parse(text: &str, file: &str) -> Result<State, String> {
                         .get("schema_version")
                         .and_then(Json::as_u64)
                         .unwrap_or(0),
+                    private: inst
+                        .get("private")
+                        .and_then(Json::as_str)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned),
                 },
             );
         }
     }
     Ok(state)
+}
+
+/// The file `--seed-state` writes the state Secrets to.
+pub const SEED_FILE: &str = "terraform-state.yaml";
+
+/// One state Secret per manifest that imports (after [`seed`]): the instance's state as
+/// Terraform stored it (attributes, private data, schema version), named and typed as the
+/// operator keeps an object's state and labelled as seeded, so the operator refreshes it
+/// instead of importing the object — no dependence on the provider's import, and the
+/// provider's private data kept. It holds the state's sensitive values, as
+/// `terraform.tfstate` does.
+pub fn state_secrets(manifests: &[Manifest], state: &State) -> Vec<Manifest> {
+    use crate::core_kinds::state_secret as ss;
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut out = Vec::new();
+    for m in manifests {
+        let address = m.doc["metadata"]["annotations"][ADDRESS_ANNOTATION].as_str();
+        let Some(inst) = address.and_then(|a| state.instances.get(a)) else {
+            continue;
+        };
+        if m.doc["spec"]["importId"].is_null() {
+            continue;
+        }
+        let group = m.doc["apiVersion"]
+            .as_str()
+            .and_then(|v| v.split('/').next())
+            .unwrap_or_default();
+        let kind = m.doc["kind"].as_str().unwrap_or_default();
+        let name = m.doc["metadata"]["name"].as_str().unwrap_or_default();
+        let Ok(state_json) = serde_json::to_vec(&inst.attributes) else {
+            continue;
+        };
+        let doc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": ss::name(group, kind, name),
+                "namespace": m.doc["metadata"]["namespace"],
+                "labels": {ss::SEEDED_LABEL: "terraform"},
+                "annotations": {ADDRESS_ANNOTATION: address},
+            },
+            "type": crate::core_kinds::STATE_SECRET_TYPE,
+            "data": {
+                ss::KEY_STATE: b64(&state_json),
+                ss::KEY_PRIVATE: inst.private.clone().unwrap_or_default(),
+                ss::KEY_SCHEMA_VERSION: b64(inst.schema_version.to_string().as_bytes()),
+                ss::KEY_CREATE_ATTEMPT: "",
+            },
+        });
+        out.push(Manifest {
+            file: SEED_FILE.to_owned(),
+            doc,
+        });
+    }
+    out
 }
 
 /// What joining a state to the manifests did.
@@ -200,7 +263,8 @@ mod tests {
         "resources": [
             {"mode": "managed", "type": "fixture_object", "name": "web",
              "instances": [
-                {"index_key": 0, "schema_version": 1, "attributes": {"id": "obj-0", "name": "a"}},
+                {"index_key": 0, "schema_version": 1, "attributes": {"id": "obj-0", "name": "a"},
+                 "private": "eyJ4IjoxfQ=="},
                 {"index_key": 1, "schema_version": 1, "attributes": {"id": "obj-1"}}]},
             {"mode": "managed", "type": "fixture_object", "name": "zone",
              "instances": [{"index_key": "b", "attributes": {"id": "obj-b"}}]},
@@ -271,6 +335,42 @@ mod tests {
                 ("fixture_object.web[1]".to_owned(), false),
                 ("module.net.fixture_uuid.u".to_owned(), false),
             ]
+        );
+    }
+
+    #[test]
+    fn seeded_state_secrets_carry_the_instance_state_for_the_operator() {
+        use crate::core_kinds::state_secret as ss;
+        let s = parse(&state(), "terraform.tfstate").expect("state");
+        let mut ms = vec![
+            manifest("fixture_object.web[0]"),
+            manifest("fixture_object.extra"),
+        ];
+        ms[0].doc["apiVersion"] = json!("fixture.tf.kraken.dev/v1alpha1");
+        ms[0].doc["kind"] = json!("Object");
+        ms[0].doc["metadata"]["name"] = json!("web-0");
+        ms[0].doc["metadata"]["namespace"] = json!("team-a");
+        seed(&mut ms, &s, "terraform.tfstate");
+        let secrets = state_secrets(&ms, &s);
+        assert_eq!(secrets.len(), 1, "only what imports");
+        let doc = &secrets[0].doc;
+        assert_eq!(secrets[0].file, SEED_FILE);
+        assert_eq!(doc["metadata"]["name"], "object-web-0.fixture-tfstate");
+        assert_eq!(doc["metadata"]["namespace"], "team-a");
+        assert_eq!(doc["type"], crate::core_kinds::STATE_SECRET_TYPE);
+        assert_eq!(doc["metadata"]["labels"][ss::SEEDED_LABEL], "terraform");
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(doc.clone()).expect("a Secret");
+        assert!(ss::is_seeded(&secret));
+        let data = secret.data.unwrap_or_default();
+        let key = |k: &str| data.get(k).map(|b| b.0.clone()).unwrap_or_default();
+        let attrs: Json = serde_json::from_slice(&key(ss::KEY_STATE)).expect("json");
+        assert_eq!(attrs, json!({"id": "obj-0", "name": "a"}));
+        assert_eq!(key(ss::KEY_SCHEMA_VERSION), b"1");
+        assert_eq!(
+            key(ss::KEY_PRIVATE),
+            br#"{"x":1}"#,
+            "the private data, decoded once"
         );
     }
 

@@ -13,6 +13,7 @@ pub mod hub;
 pub mod lifecycle;
 pub mod provider;
 pub mod provider_config;
+pub mod state_secret;
 
 use std::path::Path;
 

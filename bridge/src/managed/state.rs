@@ -20,10 +20,10 @@ use crate::kit::fence::Epoch;
 
 pub use crate::core_kinds::{MANAGED_BY_LABEL, STATE_SECRET_TYPE as SECRET_TYPE};
 
-const KEY_STATE: &str = "state";
-const KEY_PRIVATE: &str = "private";
-const KEY_SCHEMA_VERSION: &str = "schemaVersion";
-const KEY_CREATE_ATTEMPT: &str = "createAttempt";
+pub use crate::core_kinds::state_secret::is_seeded;
+use crate::core_kinds::state_secret::{
+    KEY_CREATE_ATTEMPT, KEY_PRIVATE, KEY_SCHEMA_VERSION, KEY_STATE,
+};
 const KEY_DEPOSED_STATE: &str = "deposedState";
 const KEY_DEPOSED_PRIVATE: &str = "deposedPrivate";
 const KEY_DEPOSED_SCHEMA_VERSION: &str = "deposedSchemaVersion";
@@ -96,7 +96,7 @@ pub fn stamp_epoch(secret: &mut Secret, epoch: Option<&Epoch>) {
 /// The state Secret's name for resource `name` of `kind` in API `group`:
 /// `<kind>-<name>.<group>-tfstate` ([`crate::kit::names`]).
 pub fn secret_name(group: &str, kind: &str, name: &str) -> String {
-    crate::kit::names::Origin::new(group, kind, name).with_suffix("-tfstate")
+    crate::core_kinds::state_secret::name(group, kind, name)
 }
 
 /// The name state Secrets had before derived names carried the API group:

@@ -211,6 +211,9 @@ impl<'a> Run<'a> {
             self.set_state_seen(None);
             return self.load_legacy_state().await;
         };
+        if state::is_seeded(&secret) {
+            return self.adopt_seeded_state(&secret).await.map(Some);
+        }
         match ownership::claim(&secret.metadata, &self.owner()?) {
             Claim::Mine => {
                 // A newer leader wrote it: this replica must not act on it, nor over it.
@@ -232,6 +235,17 @@ impl<'a> Run<'a> {
                 &whose,
             ))),
         }
+    }
+
+    /// A state seeded from Terraform's (`kraken convert --state --seed-state`), which no
+    /// object owns yet: this object's. Written back at once, owned, so it is never taken again
+    /// and goes with the object.
+    async fn adopt_seeded_state(&self, secret: &Secret) -> Result<Stored> {
+        self.set_state_seen(Some(&secret.metadata));
+        let stored = Stored::from_secret(secret)?;
+        self.set_deposed(stored.deposed.clone());
+        self.save_state(&stored).await?;
+        Ok(stored)
     }
 
     /// An object created before state Secrets were named with the group keeps its state under

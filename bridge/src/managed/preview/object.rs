@@ -79,8 +79,9 @@ async fn plan_one(
     }
     let stored = match &live {
         Some(obj) => load_state(shared, kind, obj).await?,
-        None => None,
+        None => seeded_state(shared, kind, (ns, name)).await?,
     };
+    let seeded = live.is_none() && stored.is_some();
     let (prior, private, recreate) = observe(&t, &spec, &config, live.as_ref(), stored).await?;
     let config = ignoring(&t, &spec, &prior, config)?;
     let plan = lifecycle::plan(t.host(), t.type_name, &prior, &private, &config)
@@ -91,12 +92,16 @@ async fn plan_one(
         inputs.sensitive.contains(a) || schema.block.attributes.get(a).is_some_and(|x| x.sensitive)
     };
     let changes = plan::changes(&plan, t.fields(), &sensitive);
-    let notes = notes(
+    let mut notes = notes(
         &spec,
         spec.plan_policy(&p),
         live.as_ref(),
         (&plan, recreate),
     );
+    if seeded {
+        notes.retain(|n| !n.starts_with("adopts the existing object"));
+        notes.push("adopts the state seeded from Terraform's (refreshed, not imported)".into());
+    }
     // ObserveOnly never changes the object: drift is reported, the plan applies nothing.
     let action = if spec.observe_only() {
         lifecycle::Action::NoOp
@@ -256,6 +261,25 @@ fn set_unknown(v: &mut Value, steps: &[PathStep]) {
     }
 }
 
+/// The state seeded from Terraform's for an object not applied yet (`kraken convert --state
+/// --seed-state`): the pass will take it as its own.
+async fn seeded_state(
+    shared: &Shared,
+    kind: &KindInfo,
+    (ns, name): (&str, &str),
+) -> Result<Option<Stored>> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(shared.client.clone(), ns);
+    let r = &kind.resource;
+    match secrets
+        .get_opt(&state::secret_name(&r.group, &r.kind, name))
+        .await?
+    {
+        Some(s) if state::is_seeded(&s) => Ok(Some(Stored::from_secret(&s)?)),
+        _ => Ok(None),
+    }
+}
+
 /// The state the live object stored, read as a pass reads it (a Secret of its predecessor is
 /// not its state; one of someone else stops the plan as it would stop the pass).
 async fn load_state(
@@ -275,6 +299,9 @@ async fn load_state(
         Api::namespaced(shared.client.clone(), &ns);
     let current = state::secret_name(&r.group, &r.kind, &name);
     if let Some(secret) = secrets.get_opt(&current).await? {
+        if state::is_seeded(&secret) {
+            return Ok(Some(Stored::from_secret(&secret)?));
+        }
         return match ownership::claim(&secret.metadata, &owner) {
             Claim::Mine => Ok(Some(Stored::from_secret(&secret)?)),
             Claim::Predecessor => Ok(None),

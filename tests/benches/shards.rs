@@ -22,7 +22,7 @@ use anyhow::{Context as _, bail};
 use kraken_tests::bench::{env_or, operator_builds};
 use kraken_tests::operator::bed::{OBJECTS, object_manifest, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
-use kraken_tests::{ledger, rss_bytes, wait_for};
+use kraken_tests::{ledger, rss_anon_bytes, rss_bytes, wait_for};
 use serde_json::json;
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -125,20 +125,39 @@ fn throughput(bed: &FixtureBed, prefix: &str, n: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-/// One replica's numbers: RSS above idle, objects, provider processes and their RSS.
+/// A replica's memory: RSS and its private anonymous part (`RssAnon`), bytes.
+#[derive(Clone, Copy)]
+struct Memory {
+    rss: f64,
+    anon: f64,
+}
+
+impl Memory {
+    fn of(op: &Operator) -> anyhow::Result<Self> {
+        let pid = op.pid().context("a replica is not running")?;
+        #[allow(clippy::cast_precision_loss)]
+        Ok(Self {
+            rss: rss_bytes(pid).context("reading a replica's RSS")? as f64,
+            anon: rss_anon_bytes(pid).context("reading a replica's RssAnon")? as f64,
+        })
+    }
+}
+
+/// One replica's numbers: RSS and RssAnon above idle, objects, provider processes and their
+/// RSS.
 struct Replica {
     rss: f64,
+    anon: f64,
     objects: f64,
     providers: f64,
     provider_rss: f64,
 }
 
-fn measure(op: &Operator, idle: f64) -> anyhow::Result<Replica> {
-    let pid = op.pid().context("a replica is not running")?;
-    #[allow(clippy::cast_precision_loss)]
-    let rss = rss_bytes(pid).context("reading the replica's RSS")? as f64;
+fn measure(op: &Operator, idle: Memory) -> anyhow::Result<Replica> {
+    let now = Memory::of(op)?;
     Ok(Replica {
-        rss: (rss - idle) / MIB,
+        rss: (now.rss - idle.rss) / MIB,
+        anon: (now.anon - idle.anon) / MIB,
         objects: owned(op),
         providers: op.metric("kraken_provider_processes").unwrap_or(0.0),
         provider_rss: op
@@ -198,9 +217,12 @@ fn run(
         || Ok((ledger::live_objects(bed.ledger_dir()) >= 1).then_some(())),
     )?;
     std::thread::sleep(Duration::from_secs(5));
-    #[allow(clippy::cast_precision_loss)]
-    let idle = rss_bytes(bed.op.pid().context("r1")?).context("idle RSS")? as f64;
-    eprintln!("idle replica: {:.0} MiB", idle / MIB);
+    let idle = Memory::of(&bed.op)?;
+    eprintln!(
+        "idle replica: {:.1} MiB RSS, {:.1} MiB RssAnon",
+        idle.rss / MIB,
+        idle.anon / MIB
+    );
 
     let one = throughput(bed, "t1", t)?;
     eprintln!("1 replica: {one:.1} creates/s");
@@ -360,27 +382,31 @@ fn failover(
 fn report(n: usize, (one, three): (f64, f64), rows: &[(usize, String, Replica)]) {
     println!("### Scale-out: {n} fixture objects, `--shards auto`\n");
     println!(
-        "| replicas | replica | objects owned | operator RSS above idle, MiB | provider processes | provider RSS, MiB |"
+        "| replicas | replica | objects owned | operator RSS above idle, MiB | of it RssAnon, MiB | provider processes | provider RSS, MiB |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for (k, label, r) in rows {
         println!(
-            "| {k} | {label} | {:.0} | {:.1} | {:.0} | {:.1} |",
-            r.objects, r.rss, r.providers, r.provider_rss
+            "| {k} | {label} | {:.0} | {:.1} | {:.1} | {:.0} | {:.1} |",
+            r.objects, r.rss, r.anon, r.providers, r.provider_rss
         );
     }
-    let single = rows
-        .iter()
-        .find(|(k, _, _)| *k == 1)
-        .map_or(f64::NAN, |(_, _, r)| r.rss);
-    let worst3 = rows
-        .iter()
-        .filter(|(k, _, _)| *k == 3)
-        .map(|(_, _, r)| r.rss)
-        .fold(0.0, f64::max);
-    println!(
-        "\nlargest of 3 replicas / single replica, managed-resource memory: {:.2}",
+    let ratio = |of: fn(&Replica) -> f64| {
+        let single = rows
+            .iter()
+            .find(|(k, _, _)| *k == 1)
+            .map_or(f64::NAN, |(_, _, r)| of(r));
+        let worst3 = rows
+            .iter()
+            .filter(|(k, _, _)| *k == 3)
+            .map(|(_, _, r)| of(r))
+            .fold(0.0, f64::max);
         worst3 / single
+    };
+    println!(
+        "\nlargest of 3 replicas / single replica, managed-resource memory: RSS {:.2}, RssAnon {:.2}",
+        ratio(|r| r.rss),
+        ratio(|r| r.anon)
     );
     println!(
         "\ncreate throughput: 1 replica {one:.1}/s, 3 replicas {three:.1}/s (ratio {:.2})",

@@ -817,6 +817,15 @@ pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
         .context("no VmRSS line in /proc status")
 }
 
+/// A process's private anonymous memory (`RssAnon`: its heap and stacks, not the pages of its
+/// binary and libraries, which are shared and can be read again from disk).
+pub fn rss_anon_bytes(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status_kib(&status, "RssAnon:")
+        .map(|kib| kib * 1024)
+        .context("no RssAnon line in /proc status")
+}
+
 /// A `Key:   123 kB` line of /proc/<pid>/status, in KiB.
 pub fn status_kib(status: &str, key: &str) -> Option<u64> {
     status

@@ -287,7 +287,11 @@ impl Seen {
                     // what the list did not bring is gone, or outside the share
                     self.hashes.retain(|uid, _| seen.contains(uid));
                 }
-                self.listed.drain(..).map(Ok).collect()
+                // taken, not drained: a drained Vec would keep room for a whole share
+                std::mem::take(&mut self.listed)
+                    .into_iter()
+                    .map(Ok)
+                    .collect()
             }
             Ok(watcher::Event::Delete(o)) => {
                 self.hashes

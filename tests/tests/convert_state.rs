@@ -1,6 +1,6 @@
 //! `kraken convert --state` end to end: the Terraform CLI applies a module over the fixture
 //! provider (count, for_each, references, a local module reading the caller's object and
-//! read by it); `kraken convert --state terraform.tfstate` converts
+//! read by it, the same module again with count); `kraken convert --state terraform.tfstate` converts
 //! it; `kraken plan` shows that adopting changes nothing (and shows the diff of a configuration
 //! that no longer matches the state); the manifests are applied to a real kube-apiserver with
 //! the operator running. Every
@@ -22,9 +22,11 @@ use serde_json::Value;
 const CONVERGE: Duration = Duration::from_secs(90);
 
 /// The Kubernetes object and Terraform address of each instance.
-const OBJECTS_BY_ADDRESS: [(&str, &str); 7] = [
+const OBJECTS_BY_ADDRESS: [(&str, &str); 9] = [
     ("base", "fixture_object.base"),
     ("child-inner", "module.child.fixture_object.inner"),
+    ("pair-0-inner", "module.pair[0].fixture_object.inner"),
+    ("pair-1-inner", "module.pair[1].fixture_object.inner"),
     ("uses-child", "fixture_object.uses_child"),
     ("web-0", "fixture_object.web[0]"),
     ("web-1", "fixture_object.web[1]"),
@@ -58,6 +60,12 @@ resource "fixture_object" "by_zone" {{
 module "child" {{
   source  = "./child"
   prefix  = "adopt"
+  base_id = fixture_object.base.id
+}}
+module "pair" {{
+  count   = 2
+  source  = "./child"
+  prefix  = "adopt-pair-${{count.index}}"
   base_id = fixture_object.base.id
 }}
 resource "fixture_object" "uses_child" {{
@@ -182,15 +190,15 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     )?;
     let made = ledger::events(bed.ledger_dir());
     ensure!(
-        made.iter().filter(|(op, _)| op == "create").count() == 7 && made.len() == 7,
-        "Terraform made 7 objects: {made:?}"
+        made.iter().filter(|(op, _)| op == "create").count() == 9 && made.len() == 9,
+        "Terraform made 9 objects: {made:?}"
     );
 
     let state = tf.join("terraform.tfstate");
     let out = work.path().join("out");
     let stdout = convert(&tf, &state, &ns, &out, &[])?;
     ensure!(
-        stdout.contains("7 objects import"),
+        stdout.contains("9 objects import"),
         "every instance imports: {stdout}"
     );
     let objects = out.join("resource-fixture-object.yaml");

@@ -48,8 +48,9 @@ pub struct Scope {
     /// Variables whose value reads another object (a module input such as
     /// `vpc_id = aws_vpc.main.id`): known only as that reference.
     pub var_refs: BTreeMap<String, Val>,
-    /// `module.<name>.<output>`: the outputs of the local modules evaluated so far.
-    pub modules: BTreeMap<String, BTreeMap<String, Val>>,
+    /// `module.<name>`: the local modules evaluated so far, each an object of its outputs (a
+    /// module with `count`, a list of them; with `for_each`, an object of them by key).
+    pub modules: BTreeMap<String, Val>,
 }
 
 impl Scope {
@@ -189,11 +190,7 @@ fn traversal(root: &Expression, ops: &[TraversalOperator], scope: &Scope) -> Res
             None => err(format!("data.{type_name} needs a name")),
         },
         ("module", Some(m)) if scope.modules.contains_key(m) => {
-            let output = attr(1).ok_or_else(|| EvalError(format!("module.{m} needs an output")))?;
-            let v = scope.modules[m]
-                .get(output)
-                .ok_or_else(|| EvalError(format!("module.{m} has no output {output:?}")))?;
-            apply_ops(v.clone(), &ops[2..], scope)
+            apply_ops(scope.modules[m].clone(), &ops[1..], scope)
         }
         ("module", _) => err(format!(
             "{} reads a module output; module outputs are inlined only for local modules",

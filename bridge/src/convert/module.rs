@@ -67,20 +67,52 @@ pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
     evaluate_at(module, inputs, "", BTreeMap::new())
 }
 
-/// Evaluates every local module `module` calls, adding their instances and problems to `out`
-/// and their outputs to `scope` (for `module.<name>.<output>`).
+/// Evaluates every local module `module` calls, once per instance of its `count` or
+/// `for_each`, adding their instances and problems to `out` and their outputs to `scope` (for
+/// `module.<name>.<output>`, `module.<name>[0].<output>`, `module.<name>["k"].<output>`).
 fn inline_modules(module: &Module, scope: &mut Scope, out: &mut Evaluated) {
     for b in module.of_kind("module") {
-        match super::modules::prepare(module, b, scope) {
-            Ok(child) => {
-                let ev = evaluate_at(&child.module, &child.inputs, &child.path, child.refs);
-                out.instances.extend(ev.instances);
-                out.problems.extend(ev.problems);
-                let outputs = ev.outputs.into_iter().map(|(k, (v, _))| (k, v)).collect();
-                scope.modules.insert(child.name, outputs);
+        let name = b.labels.first().cloned().unwrap_or_default();
+        let subject = super::value::in_module(&scope.module_path, format!("module.{name}"));
+        let expanded = match expansion(b, scope, &subject) {
+            Ok(e) => e,
+            Err(p) => {
+                out.problems.push(p);
+                continue;
             }
-            Err(p) => out.problems.push(p),
+        };
+        let counted = b.body.attribute("count").is_some();
+        let mut each: Vec<(Option<Json>, Val)> = Vec::new();
+        for (key, s) in expanded {
+            match super::modules::prepare(module, b, &s, key.as_ref()) {
+                Ok(child) => {
+                    let ev = evaluate_at(&child.module, &child.inputs, &child.path, child.refs);
+                    out.instances.extend(ev.instances);
+                    out.problems.extend(ev.problems);
+                    let outputs = ev.outputs.into_iter().map(|(k, (v, _))| (k, v)).collect();
+                    each.push((key, Val::Object(outputs)));
+                }
+                Err(p) => out.problems.push(p),
+            }
         }
+        let value = match (counted, each.first()) {
+            (_, Some((None, _))) => each.remove(0).1,
+            (true, _) => Val::List(each.into_iter().map(|(_, v)| v).collect()),
+            (false, _) => Val::Object(
+                each.into_iter()
+                    .map(|(k, v)| (k.as_ref().map(key_text).unwrap_or_default(), v))
+                    .collect(),
+            ),
+        };
+        scope.modules.insert(name, value);
+    }
+}
+
+/// A `for_each` key as an object key.
+fn key_text(k: &Json) -> String {
+    match k {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 

@@ -1,9 +1,10 @@
 //! Local modules, inlined: `module "net" { source = "./net" ... }` evaluates the module in
 //! `./net` with the block's arguments as its variables, and its resources join the
 //! configuration at module path `module.net` (their addresses, `module.net.aws_vpc.main`, and
-//! their object names, `net-main`). An argument that reads another object stays a reference
-//! inside the module; `module.net.<output>` reads the module's output. Modules from a registry
-//! or elsewhere are reported and left out.
+//! their object names, `net-main`); with `count` or `for_each`, once per instance
+//! (`module.net[0]`, object names `net-0-main`). An argument that reads another object stays a
+//! reference inside the module; `module.net.<output>` reads the module's output
+//! (`module.net[0].<output>`). Modules from a registry or elsewhere are reported and left out.
 
 use std::collections::BTreeMap;
 
@@ -35,10 +36,17 @@ pub struct Child {
 }
 
 /// The module a `module` block names, loaded, with its arguments evaluated in `scope`; or why
-/// it is not converted.
-pub fn prepare(module: &Module, b: &Block, scope: &Scope) -> Result<Child, Problem> {
+/// it is not converted. `key` is the instance's `count` index or `for_each` key: its path is
+/// then `module.net[0]` or `module.net["a"]`, as Terraform addresses it.
+pub fn prepare(
+    module: &Module,
+    b: &Block,
+    scope: &Scope,
+    key: Option<&Json>,
+) -> Result<Child, Problem> {
     let name = b.labels.first().cloned().unwrap_or_default();
-    let path = super::value::in_module(&scope.module_path, format!("module.{name}"));
+    let instance = super::value::address(false, "module", &name, key);
+    let path = super::value::in_module(&scope.module_path, instance);
     let problem = |message: String, blocking: bool| Problem {
         at: b.at.clone(),
         subject: path.clone(),
@@ -59,12 +67,6 @@ pub fn prepare(module: &Module, b: &Block, scope: &Scope) -> Result<Child, Probl
                  to convert it"
             ),
             false,
-        ));
-    }
-    if b.body.attribute("count").is_some() || b.body.attribute("for_each").is_some() {
-        return Err(problem(
-            "count and for_each on a module are not converted yet".into(),
-            true,
         ));
     }
     let child = load(&module.dir.join(&source))

@@ -6,6 +6,8 @@ use super::eval::{Part, Ref, Scope, Val, eval};
 use super::load::load;
 use super::module::{Given, Inputs, evaluate};
 
+mod modules;
+
 fn expr(text: &str) -> hcl::Expression {
     text.parse().expect("an expression")
 }
@@ -266,12 +268,17 @@ fn emit_module(text: &str) -> anyhow::Result<super::emit::Emitted> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("main.tf"), text)?;
     let ev = evaluate(&load(dir.path())?, &Inputs::default());
+    Ok(emit_ev(&ev))
+}
+
+/// The manifests of `ev` over the fixture's types, in namespace `team`.
+fn emit_ev(ev: &super::module::Evaluated) -> super::emit::Emitted {
     let opts = super::emit::EmitOptions {
         namespace: "team".into(),
         provider_config: None,
         known_types: Default::default(),
     };
-    Ok(super::emit::emit(&ev, &fixture_targets(), &opts))
+    super::emit::emit(ev, &fixture_targets(), &opts)
 }
 
 #[test]
@@ -417,112 +424,4 @@ fn a_function_called_with_too_few_arguments_says_so() {
             "{text}: {err}"
         );
     }
-}
-
-/// A local module is inlined at its path: its resources' addresses and names carry it, an
-/// argument reading the caller's object stays a reference inside it, the caller reads its
-/// outputs, and a registry module is reported and left out.
-#[test]
-fn local_modules_are_inlined_with_their_path() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    std::fs::write(
-        dir.path().join("main.tf"),
-        r#"
-resource "fixture_uuid" "seed" {
-  name = "s"
-}
-module "net" {
-  source  = "./net"
-  prefix  = "p"
-  seed_id = fixture_uuid.seed.id
-}
-module "remote" {
-  source = "hashicorp/consul/aws"
-}
-resource "fixture_object" "user" {
-  name   = module.net.label
-  labels = [module.net.obj_id]
-}
-"#,
-    )?;
-    std::fs::create_dir(dir.path().join("net"))?;
-    std::fs::write(
-        dir.path().join("net/main.tf"),
-        r#"
-variable "prefix" {
-  type = string
-}
-variable "seed_id" {
-  type = string
-}
-resource "fixture_object" "main" {
-  name   = "${var.prefix}-x"
-  labels = [var.seed_id]
-}
-output "obj_id" {
-  value = fixture_object.main.id
-}
-output "label" {
-  value = "${var.prefix}-label"
-}
-"#,
-    )?;
-    let ev = evaluate(&load(dir.path())?, &Inputs::default());
-    let addresses: Vec<String> = ev.instances.iter().map(|i| i.address()).collect();
-    assert_eq!(
-        addresses,
-        [
-            "module.net.fixture_object.main",
-            "fixture_uuid.seed",
-            "fixture_object.user"
-        ]
-    );
-    let inner = &ev.instances[0];
-    assert_eq!(inner.args["name"], Val::Known(json!("p-x")));
-    let seed = Ref {
-        module: String::new(),
-        data: false,
-        type_name: "fixture_uuid".into(),
-        name: "seed".into(),
-        key: None,
-        path: vec![json!("id")],
-    };
-    assert_eq!(inner.args["labels"], Val::List(vec![Val::Ref(seed)]));
-    let user = &ev.instances[2];
-    assert_eq!(user.args["name"], Val::Known(json!("p-label")));
-    let Val::List(labels) = &user.args["labels"] else {
-        panic!("labels: {:?}", user.args["labels"]);
-    };
-    let Val::Ref(r) = &labels[0] else {
-        panic!("labels: {labels:?}");
-    };
-    assert_eq!(r.address(), "module.net.fixture_object.main");
-    let remote: Vec<&super::vars::Problem> = ev
-        .problems
-        .iter()
-        .filter(|p| p.subject == "module.remote")
-        .collect();
-    assert!(
-        remote.len() == 1 && !remote[0].blocking && remote[0].message.contains("not a local"),
-        "{:?}",
-        ev.problems
-    );
-    assert_eq!(ev.problems.len(), 1, "{:?}", ev.problems);
-
-    let out = super::emit::emit(
-        &ev,
-        &fixture_targets(),
-        &super::emit::EmitOptions {
-            namespace: "team".into(),
-            provider_config: None,
-            known_types: Default::default(),
-        },
-    );
-    assert_eq!(
-        out.names
-            .get("module.net.fixture_object.main")
-            .map(String::as_str),
-        Some("net-main")
-    );
-    Ok(())
 }

@@ -285,6 +285,52 @@ fn bad_input_is_refused_with_where_it_is_and_nothing_is_written() -> anyhow::Res
     Ok(())
 }
 
+/// `--provider-config NAME`: every object uses the ProviderConfig that exists already, and
+/// providers.yaml writes only the Provider; with more than one provider it is refused.
+#[test]
+fn provider_config_names_an_existing_one() -> anyhow::Result<()> {
+    let work = scratch_dir("kraken-convert-pc-")?;
+    let tf = work.path().join("tf");
+    std::fs::create_dir_all(&tf)?;
+    let out = work.path().join("out");
+    let out_s = out.to_string_lossy().into_owned();
+    std::fs::write(tf.join("main.tf"), module(&work.path().join("ledger")))?;
+    let (code, _, stderr) = convert(&tf, &["--out", &out_s, "--provider-config", "shared"])?;
+    ensure!(code == Some(0), "--provider-config: {stderr}");
+    let mut refs = 0;
+    for (name, text) in read_dir_sorted(&out)? {
+        if name == "providers.yaml" {
+            ensure!(!text.contains("kind: ProviderConfig"), "{text}");
+            ensure!(text.contains("kind: Provider"), "{text}");
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if l.trim() == "providerConfigRef:" {
+                refs += 1;
+                let next = lines.get(i + 1).map(|n| n.trim());
+                ensure!(next == Some("name: shared"), "{name}: {l} {next:?}");
+            }
+        }
+    }
+    ensure!(refs > 0, "no providerConfigRef written");
+
+    let two = format!(
+        "{}\nresource \"random_pet\" \"p\" {{}}\n",
+        module(&work.path().join("ledger"))
+    );
+    std::fs::write(tf.join("main.tf"), two)?;
+    let again = work.path().join("again");
+    let again_s = again.to_string_lossy().into_owned();
+    let (code, _, stderr) = convert(&tf, &["--out", &again_s, "--provider-config", "shared"])?;
+    ensure!(code == Some(1), "two providers: exit {code:?}");
+    ensure!(
+        stderr.contains("uses 2 providers") && stderr.contains("fixture"),
+        "{stderr}"
+    );
+    ensure!(!again.exists(), "something was written");
+    Ok(())
+}
+
 /// The worked example of docs/convert-example.md converts as the page shows: one object per
 /// `for_each` key, the `triggers` reference kept as `valuesFrom`, `ignore_changes` and
 /// `prevent_destroy` carried over, the output as a ConfigExport.

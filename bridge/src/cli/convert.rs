@@ -80,6 +80,11 @@ pub struct ConvertArgs {
     /// state's sensitive values, as terraform.tfstate does: apply it, do not commit it.
     #[arg(long, requires = "state")]
     pub seed_state: bool,
+    /// Every resource and data source uses the existing ProviderConfig NAME (NAME-<alias> for a
+    /// provider alias) instead of one generated from the provider block; providers.yaml then
+    /// holds only the Provider. For a configuration that uses one provider.
+    #[arg(long, value_name = "NAME")]
+    pub provider_config: Option<String>,
 }
 
 /// One provider the module uses: its local name, source address and what resolved it.
@@ -108,6 +113,18 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
     };
     let ev = evaluate(&module, &inputs);
     let providers = resolve_providers(&module, &ev, &args)?;
+    if let Some(name) = &args.provider_config
+        && providers.len() > 1
+    {
+        let locals: Vec<&str> = providers.iter().map(|p| p.local.as_str()).collect();
+        bail!(
+            "--provider-config {name}: the configuration uses {} providers ({}), and one \
+             ProviderConfig serves one provider; convert without it, or one provider's \
+             configuration at a time",
+            providers.len(),
+            locals.join(", ")
+        );
+    }
     let mut targets = BTreeMap::new();
     let mut docs = Vec::new();
     let mut known_types = BTreeSet::new();
@@ -119,7 +136,7 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
     }
     let opts = EmitOptions {
         namespace: args.namespace.clone(),
-        provider_config: None,
+        provider_config: args.provider_config.clone(),
         known_types,
     };
     let mut emitted = emit(&ev, &targets, &opts);
@@ -423,6 +440,10 @@ fn provider_docs(
     }
     if configs.is_empty() {
         configs.push((p.local.clone(), json!({}), Vec::new()));
+    }
+    if args.provider_config.is_some() {
+        // The resources use the ProviderConfig that exists already.
+        return docs;
     }
     for (name, config, config_from) in configs {
         let mut spec = json!({"providerRef": {"name": p.local}, "config": config});

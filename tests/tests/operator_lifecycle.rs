@@ -287,7 +287,16 @@ fn create_reports_status_and_creates_exactly_one_object() -> anyhow::Result<()> 
             .collect();
         for k in &data_keys {
             ensure!(
-                ["state", "private", "schemaVersion", "createAttempt"].contains(&k.as_str()),
+                [
+                    "state",
+                    "private",
+                    "schemaVersion",
+                    "createAttempt",
+                    "deposedState",
+                    "deposedPrivate",
+                    "deposedSchemaVersion",
+                ]
+                .contains(&k.as_str()),
                 "undocumented key {k} in the state Secret"
             );
         }

@@ -402,9 +402,11 @@ fn sigkill_chaos(bed: &mut FixtureBed) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A provider process that exits in the middle of ApplyResourceChange, once: `before` the
-/// ledger is touched or `after` the object was written but before the answer.
-fn provider_crash(mode: &str) -> anyhow::Result<()> {
+/// A bed whose fixture provider crashes (as its ProviderConfig's `crashOnApply` says) only
+/// once: the marker file it leaves, in a scratch directory kept as long as the first value.
+fn crash_once_bed(
+    name: &str,
+) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf, FixtureBed)> {
     let scratch = scratch_dir("kraken-crash-once-")?;
     let once = scratch.path().join("crash-once");
     let opts = OperatorOptions {
@@ -414,7 +416,14 @@ fn provider_crash(mode: &str) -> anyhow::Result<()> {
         )],
         ..OperatorOptions::default()
     };
-    let bed = FixtureBed::start(&format!("crash-{mode}"), opts)?;
+    let bed = FixtureBed::start(name, opts)?;
+    Ok((scratch, once, bed))
+}
+
+/// A provider process that exits in the middle of ApplyResourceChange, once: `before` the
+/// ledger is touched or `after` the object was written but before the answer.
+fn provider_crash(mode: &str) -> anyhow::Result<()> {
+    let (_scratch, once, bed) = crash_once_bed(&format!("crash-{mode}"))?;
     let result = (|| {
         bed.apply_provider_config("default", json!({"crashOnApply": mode}))?;
         bed.apply_object("web", json!({"forProvider": {"name": "web", "size": 3}}))?;
@@ -621,16 +630,7 @@ fn apiserver_outage(bed: &mut FixtureBed) -> anyhow::Result<()> {
 /// replacing), then destroys the old one. One create and one delete each in the ledger.
 #[test]
 fn provider_crash_creating_a_replacement_keeps_one_of_each() -> anyhow::Result<()> {
-    let scratch = scratch_dir("kraken-crash-once-")?;
-    let once = scratch.path().join("crash-once");
-    let opts = OperatorOptions {
-        env: vec![(
-            "KRAKEN_FIXTURE_CRASH_ONCE_FILE".to_string(),
-            once.to_string_lossy().into_owned(),
-        )],
-        ..OperatorOptions::default()
-    };
-    let bed = FixtureBed::start("crash-replace", opts)?;
+    let (_scratch, once, bed) = crash_once_bed("crash-replace")?;
     let result = (|| {
         let spec = |name: &str| json!({"forProvider": {"name": name, "size": 3}, "replacePolicy": "CreateBeforeDestroy"});
         bed.apply_object("web", spec("alpha"))?;

@@ -15,7 +15,7 @@
 //! resource destroys it too (or orphans it with `deletionPolicy: Orphan`).
 
 use super::error::{Error, Result};
-use super::target::{Saved, Target, apply_plan, fail_on_errors, plan_paths};
+use super::target::{Saved, Target, destroy_object, fail_on_errors, plan_paths};
 use super::write::Run;
 use crate::kit::conditions::{READY, Set, reason};
 use crate::provider::DiagnosticsExt as _;
@@ -87,16 +87,7 @@ pub(super) async fn destroy_deposed(
         .await
         .map_err(|e| t.lifecycle_err("read the replaced", e))?;
     if !read.new_state.is_null() {
-        let plan = lifecycle::plan(
-            t.host(),
-            t.type_name,
-            &read.new_state,
-            &read.private,
-            &Value::Null,
-        )
-        .await
-        .map_err(|e| t.lifecycle_err("plan destroy of the replaced", e))?;
-        let applied = apply_plan(run, t, &plan).await?;
+        let applied = destroy_object(run, t, &read.new_state, &read.private).await?;
         if !applied.new_state.is_null() || applied.diagnostics.has_errors() {
             if !applied.new_state.is_null() {
                 run.set_deposed(t.depose(&applied.new_state, &applied.private)?);

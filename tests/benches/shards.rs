@@ -14,7 +14,8 @@
 //!
 //! Knobs: `KRAKEN_BENCH_SHARDS_N` (10000), `KRAKEN_BENCH_SHARDS_T` (1000),
 //! `KRAKEN_BENCH_SHARDS_P` (60), `KRAKEN_BENCH_SHARDS_MEMORY` (`0`: only sections 1 and the
-//! storage table), `KRAKEN_BENCH_OPERATORS` (the first build is used).
+//! storage table), `KRAKEN_BENCH_OPERATORS` (the first build is used),
+//! `KRAKEN_BENCH_OPERATOR_ARGS` (more arguments for every replica, split at spaces).
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,16 @@ fn options(label: &str, bin: &std::path::Path) -> OperatorOptions {
         leader_elect: true,
         bin: Some(bin.to_path_buf()),
         env: vec![("POD_NAME".into(), label.into())],
-        args: vec!["--shards".into(), "auto".into()],
+        args: ["--shards", "auto"]
+            .into_iter()
+            .map(String::from)
+            .chain(
+                std::env::var("KRAKEN_BENCH_OPERATOR_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(String::from),
+            )
+            .collect(),
         ..OperatorOptions::default()
     }
 }

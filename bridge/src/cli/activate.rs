@@ -49,7 +49,7 @@ pub(super) async fn run(args: ActivateArgs) -> anyhow::Result<()> {
     for t in &args.resource_types {
         glob::Pattern::new(t).with_context(|| format!("invalid resource type pattern {t:?}"))?;
     }
-    let client = crate::operator::client(args.kubeconfig.as_deref()).await?;
+    let client = crate::operator::client(args.kubeconfig.as_deref(), 0).await?;
     let api: Api<Provider> = Api::all(client);
     let provider = api
         .get_opt(&args.provider)

@@ -92,6 +92,10 @@ pub struct OperatorArgs {
     /// and ConfigExports are resolved at once).
     #[arg(long, default_value_t = 64)]
     pub concurrency: u16,
+    /// How many requests to the API server may be in flight at once (watches aside); each
+    /// needs its own connection, kept open afterwards. 0: no limit.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub api_concurrency: usize,
     /// Shut a provider process down after this long without requests (Go duration).
     #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
     pub provider_idle_timeout: std::time::Duration,
@@ -204,6 +208,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         shards: args.shards == Shards::Auto,
         identity: format!("{host}-{}", std::process::id()),
         concurrency: args.concurrency.max(1),
+        api_concurrency: args.api_concurrency,
         provider_idle_timeout: args.provider_idle_timeout,
         provider_env: args.provider_env,
         provider_gogc: args.provider_gogc,

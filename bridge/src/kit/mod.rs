@@ -1,4 +1,5 @@
-//! The low kit every controller builds on, importing nothing above it: conditions and the
+//! The low kit every controller builds on, importing nothing above it: the API client's
+//! request cap ([`api_limit`]), conditions and the
 //! [`conditions::Condition`] type, Events ([`events`]), the finalizer flow ([`finalizer`]),
 //! Prometheus [`metrics`], durations, jitter and backoff ([`time`]), stable hashing
 //! ([`hash`]), derived names ([`names`]) and whose they are ([`ownership`]), error chains ([`errors`]) and bounded text ([`text`]),
@@ -7,6 +8,7 @@
 //! [`Kit`] bundles what every controller holds: the API client, the metrics, the Event
 //! publisher, the failure backoff and the fence.
 
+pub mod api_limit;
 pub mod conditions;
 pub mod errors;
 pub mod events;

@@ -46,6 +46,8 @@ pub struct Options {
     pub shards: bool,
     pub identity: String,
     pub concurrency: u16,
+    /// API-server requests (other than watches) in flight at once (`--api-concurrency`).
+    pub api_concurrency: usize,
     pub provider_idle_timeout: Duration,
     /// Variables of the operator's environment providers may inherit (`--provider-env`).
     pub provider_env: Vec<String>,
@@ -65,7 +67,7 @@ pub struct Options {
 }
 
 pub async fn run(opts: Options) -> anyhow::Result<()> {
-    let client = client(opts.kubeconfig.as_deref()).await?;
+    let client = client(opts.kubeconfig.as_deref(), opts.api_concurrency).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(crate::kit::readiness::Readiness::default());
     let state = HttpState {
@@ -417,7 +419,12 @@ async fn run_sharded(
     shard.leave(&membership).await;
 }
 
-pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+/// A client for `kubeconfig` (else the environment's), with at most `api_concurrency`
+/// requests other than watches in flight (0: no limit; see [`crate::kit::api_limit`]).
+pub async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    api_concurrency: usize,
+) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -430,7 +437,15 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
             "no kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) and not running in a cluster",
         )?,
     };
-    kube::Client::try_from(config).context("failed to create a Kubernetes client")
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .context("failed to create a Kubernetes client")?;
+    // The limit waits for a permit before it calls the stack below, so it needs a handle to
+    // that stack it can clone: a buffer in front of it.
+    let buffer = tower::buffer::BufferLayer::<hyper::Request<kube::client::Body>>::new(1024);
+    Ok(builder
+        .with_layer(&buffer)
+        .with_layer(&crate::kit::api_limit::ApiLimitLayer::new(api_concurrency))
+        .build())
 }
 
 /// SIGTERM or Ctrl-C.

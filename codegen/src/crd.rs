@@ -244,6 +244,12 @@ fn resource_policies(properties: &mut Map<String, Json>) {
         json!({"type": "string",
                "description": "Adopt the existing external object with this import id instead of creating one."}),
     );
+    properties.insert(
+        "importIdentity".into(),
+        json!({"type": "object",
+               "x-kubernetes-preserve-unknown-fields": true,
+               "description": "Adopt the existing external object with this resource identity instead of creating one: the attributes the provider's identity schema for the type declares (hashicorp/aws: id, and optionally region and account_id). Takes precedence over importId. For providers that declare identities (protocol 5.9/6.9); otherwise the import is refused with the reason."}),
+    );
 }
 
 /// The description of the optional `namespace` of every `valuesFrom` source reference.

@@ -19,8 +19,12 @@
 //! Terraform stored instead of importing each object. hashicorp/aws imports an SQS queue only
 //! by a `https://sqs.<region>.<domain>/<account>/<name>` URL, which moto's loopback URLs are not,
 //! so importing it (`terraform import` too) fails against moto; refreshing it does not.
+//! The objects whose types hashicorp/aws gives a resource identity are converted with
+//! `spec.importIdentity`; their seeded states are removed before the hand-over, so the plan and
+//! the operator import each of them by its identity through the provider.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context as _, ensure};
@@ -232,6 +236,49 @@ fn manifests(out: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
+/// Removes the seeded states of the objects whose manifests adopt by resource identity (but
+/// the SQS queue's: above), so the plan and the operator import them by identity. Returns
+/// their addresses.
+fn unseed_identities(ab: &AwsBed, files: &[PathBuf]) -> anyhow::Result<BTreeSet<String>> {
+    let cp = &ab.bed.cp;
+    let mut by_identity = BTreeSet::new();
+    for file in files {
+        let path = file.to_string_lossy();
+        let json = cp.kubectl(&["create", "--dry-run=client", "-o", "json", "-f", &path])?;
+        let doc: Value = serde_json::from_str(&json)?;
+        let items = match doc["items"].as_array() {
+            Some(items) => items.clone(),
+            None => vec![doc],
+        };
+        for item in items {
+            let address = &item["metadata"]["annotations"]["kraken.dev/terraform-address"];
+            if item["spec"]["importIdentity"].is_object() && item["kind"] != "SqsQueue" {
+                by_identity.insert(address.as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    let seeded = cp.kubectl(&[
+        "get",
+        "secrets",
+        "-n",
+        ab.ns(),
+        "-l",
+        "kraken.dev/seeded-from=terraform",
+        "-o",
+        "json",
+    ])?;
+    let seeded: Value = serde_json::from_str(&seeded)?;
+    for secret in seeded["items"].as_array().into_iter().flatten() {
+        let meta = &secret["metadata"];
+        let address = meta["annotations"]["kraken.dev/terraform-address"].as_str();
+        if address.is_some_and(|a| by_identity.contains(a)) {
+            let name = meta["name"].as_str().unwrap_or_default();
+            cp.kubectl(&["delete", "secret", name, "-n", ab.ns()])?;
+        }
+    }
+    Ok(by_identity)
+}
+
 #[test]
 fn an_aws_state_is_adopted_with_zero_changes() -> anyhow::Result<()> {
     let ab = AwsBed::start("adopt-aws", false, (RESOURCES, DATA_SOURCES))?;
@@ -283,11 +330,17 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
     // importing (hashicorp/aws cannot import an SQS queue by a moto URL, below).
     ab.bed
         .apply(&std::fs::read_to_string(out.join("terraform-state.yaml"))?)?;
+    let files = manifests(&out)?;
+    let by_identity = unseed_identities(ab, &files)?;
+    eprintln!("adopted by resource identity: {by_identity:?}");
+    ensure!(
+        by_identity.contains("aws_vpc.main"),
+        "hashicorp/aws declares an identity for aws_vpc: its manifest adopts by it ({by_identity:?})"
+    );
     // Before the hand-over, `kraken plan` reads the data sources and imports and plans every
     // resource through the real provider, each against the others' real values: nothing to do.
     let planned = work.path().join("planned");
     std::fs::create_dir_all(&planned)?;
-    let files = manifests(&out)?;
     for file in &files {
         if let Some(name) = file.file_name() {
             std::fs::copy(file, planned.join(name))?;
@@ -324,6 +377,15 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
                 attrs[tf_key]
             );
         }
+    }
+    for (_, _, name, address) in OBJECTS.iter().filter(|o| by_identity.contains(o.3)) {
+        let imported = ab
+            .bed
+            .wait_event(name, "Imported", std::time::Duration::from_secs(30))?;
+        ensure!(
+            imported.contains("identity {"),
+            "{address} was imported by its identity: {imported}"
+        );
     }
     let recorded = ab.moto.recorded()?;
     let writes: Vec<_> = recorded.iter().filter(|(_, a)| !reads_only(a)).collect();

@@ -613,6 +613,41 @@ fn hand_made_object(bed: &FixtureBed, id: &str, name: &str, size: u32) -> anyhow
     )
 }
 
+/// `importIdentity` adopts through the fixture's resource identity (protocol 6.9): the import
+/// names `{id}`, not an import id. An identity the schema does not have is refused with the
+/// reason, and nothing is created in its place.
+#[test]
+fn import_identity_adopts_by_the_providers_identity() -> anyhow::Result<()> {
+    default_run("import-identity", |bed| {
+        let id = "obj-1de000000000000a";
+        hand_made_object(bed, id, "by-identity", 4)?;
+        let observe = json!({"managementPolicy": "ObserveOnly", "importIdentity": {"id": id}});
+        bed.apply_object("identified", spec("by-identity", 4, observe))?;
+        let obj = bed.wait_reconciled("identified", CONVERGE)?;
+        ensure!(external_id(&obj)? == id, "{obj}");
+        let imported = bed.wait_event("identified", "Imported", CONVERGE)?;
+        ensure!(
+            imported.contains(&format!("identity {{id=\"{id}\"}}")),
+            "the import named the identity: {imported}"
+        );
+
+        let wrong = json!({"importIdentity": {"ident": id}});
+        bed.apply_object("misnamed", spec("by-identity", 4, wrong))?;
+        wait_for(CONVERGE, "the misnamed identity refused", || {
+            let obj = bed.object("misnamed")?;
+            let said = ["Ready", "Synced"]
+                .into_iter()
+                .filter_map(|c| condition(&obj, c))
+                .find(|(s, _, m)| s == "False" && m.contains("no attribute \"ident\""));
+            match said {
+                Some(c) => Ok(Some(c)),
+                None => bail!("{}", obj["status"]),
+            }
+        })?;
+        expect_ops(bed, &[]).context("adopting and refusing write nothing")
+    })
+}
+
 #[test]
 fn observe_only_reads_and_never_writes() -> anyhow::Result<()> {
     default_run("observe-only", |bed| {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail, ensure};
 use kraken_bridge::provider::lifecycle::{self, Action, LifecycleError, Plan, lookup};
 use kraken_bridge::provider::{
-    DiagnosticsExt as _, LaunchOptions, Plugin, ProviderError, ProviderHost, Severity,
+    DiagnosticsExt as _, ImportBy, LaunchOptions, Plugin, ProviderError, ProviderHost, Severity,
     UpgradeRequest,
 };
 use kraken_bridge::value::kube::from_kube_json;
@@ -112,6 +112,10 @@ async fn random_protocol5_full_lifecycle() -> anyhow::Result<()> {
     let host = configured(&env.provider("random")?, &[], json!({})).await?;
     assert_eq!(host.protocol_version(), 5);
     let p: &dyn Plugin = host.as_ref();
+    // Identity schemas: answered, or unimplemented by a provider from before them (then
+    // none); either way not an error.
+    let identities = p.identity_schemas().await;
+    assert!(identities.is_ok(), "{identities:?}");
 
     // Create: the id is unknown in the plan and known after apply.
     let cfg = config(
@@ -159,7 +163,8 @@ async fn random_protocol5_full_lifecycle() -> anyhow::Result<()> {
     // Import: random_id imports by its base64url value and reads back the same bytes.
     let idcfg = config(p, "random_id", json!({"byte_length": 8})).await?;
     let (created, _) = step(p, "random_id", &none(), &idcfg, Action::Create).await?;
-    let imported = lifecycle::import(p, "random_id", &string(&created.0, "b64_url")).await?;
+    let imported =
+        lifecycle::import(p, "random_id", &ImportBy::Id(string(&created.0, "b64_url"))).await?;
     assert_eq!(
         string(&imported.new_state, "hex"),
         string(&created.0, "hex")
@@ -208,7 +213,7 @@ async fn time_protocol5_update_in_place_replace_and_import() -> anyhow::Result<(
     let (st2, _) = step(p, "time_static", &st, &t2, Action::Replace).await?;
     step(p, "time_static", &st2, &Value::Null, Action::Delete).await?;
 
-    let imported = lifecycle::import(p, "time_static", base).await?;
+    let imported = lifecycle::import(p, "time_static", &ImportBy::Id(base.into())).await?;
     assert_eq!(string(&imported.new_state, "rfc3339"), base);
     assert_eq!(
         attr(&imported.new_state, "year"),
@@ -314,9 +319,37 @@ async fn fixture_protocol6_full_lifecycle() -> anyhow::Result<()> {
     let id3 = string(&s3.0, "id");
     assert_ne!(id3, id);
 
-    // Import reads the same object back.
-    let imported = lifecycle::import(p, t, &id3).await?;
+    // Import reads the same object back, by id and by resource identity (protocol 6.9).
+    let imported = lifecycle::import(p, t, &ImportBy::Id(id3.clone())).await?;
     assert_eq!(string(&imported.new_state, "name"), "beta");
+    let identities = p.identity_schemas().await?;
+    let schema = identities
+        .get(t)
+        .context("fixture_object declares an identity")?;
+    let names: Vec<(&str, bool)> = schema
+        .attributes
+        .iter()
+        .map(|a| (a.name.as_str(), a.required_for_import))
+        .collect();
+    assert_eq!(names, [("id", true)]);
+    let by_identity =
+        ImportBy::Identity(json!({"id": id3}).as_object().cloned().unwrap_or_default());
+    let imported = lifecycle::import(p, t, &by_identity).await?;
+    assert_eq!(string(&imported.new_state, "id"), id3);
+    assert_eq!(string(&imported.new_state, "name"), "beta");
+    // An identity the schema does not have is refused before the provider sees it.
+    let wrong = ImportBy::Identity(
+        json!({"ident": id3})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    match lifecycle::import(p, t, &wrong).await {
+        Err(LifecycleError::Rejected(d)) => {
+            assert!(d[0].detail.contains("no attribute \"ident\""), "{d:?}");
+        }
+        other => anyhow::bail!("a wrong identity must be refused: {other:?}"),
+    }
 
     step(p, t, &s3, &Value::Null, Action::Delete).await?;
     let ops: Vec<String> = events(ledger.path())

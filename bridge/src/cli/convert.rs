@@ -32,6 +32,7 @@ file:line. Same input, same bytes. Nothing is written when something blocks conv
 error, an unknown type or argument, a variable without a value) unless --partial.
 
 --state joins terraform.tfstate to the instances by full address: each one found gets
+spec.importIdentity (the resource identity, where the provider declares one for the type) or
 spec.importId (the state's id), so applying the manifests adopts what Terraform manages instead
 of creating it again. Instances on one side only are listed; a state of another configuration
 or another format version is refused.
@@ -69,8 +70,9 @@ pub struct ConvertArgs {
     #[arg(long)]
     pub partial: bool,
     /// The configuration's terraform.tfstate (format version 4). Each instance found in it by
-    /// its full address gets spec.importId (the state's id), so applying the manifests adopts
-    /// what Terraform manages instead of creating it again.
+    /// its full address gets spec.importIdentity (the provider's resource identity for the
+    /// type, where it declares one) or spec.importId (the state's id), so applying the
+    /// manifests adopts what Terraform manages instead of creating it again.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
     /// With --state: also write terraform-state.yaml, one state Secret per adopted object
@@ -128,11 +130,13 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let mut targets = BTreeMap::new();
     let mut docs = Vec::new();
     let mut known_types = BTreeSet::new();
+    let mut identities = crate::convert::state::Identities::new();
     for p in &providers {
         let kinds = provider_kinds(p, &module, &ev, &args).await?;
         targets.extend(kinds.targets);
         docs.extend(kinds.docs);
         known_types.extend(kinds.known_types);
+        identities.extend(kinds.identities);
     }
     let opts = EmitOptions {
         namespace: args.namespace.clone(),
@@ -148,7 +152,7 @@ pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
     emitted.manifests.extend(exports);
     emitted.problems.extend(problems);
     let adoption = match &args.state {
-        Some(file) => Some(adopt(&mut emitted, file, args.seed_state)?),
+        Some(file) => Some(adopt(&mut emitted, file, args.seed_state, &identities)?),
         None => None,
     };
     let blocking: Vec<&Problem> = emitted.problems.iter().filter(|p| blocks(p)).collect();
@@ -182,7 +186,7 @@ fn tell(
             eprintln!("note: {p}");
         }
         println!(
-            "{} objects import what the state holds (spec.importId)",
+            "{} objects import what the state holds (spec.importIdentity or spec.importId)",
             a.imported
         );
         if args.seed_state {
@@ -210,12 +214,14 @@ fn adopt(
     emitted: &mut Emitted,
     file: &Path,
     seed_state: bool,
+    identities: &crate::convert::state::Identities,
 ) -> anyhow::Result<crate::convert::state::Adoption> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("--state: cannot read {}", file.display()))?;
     let name = file.display().to_string();
     let state = crate::convert::state::parse(&text, &name).map_err(anyhow::Error::msg)?;
-    let mut adoption = crate::convert::state::seed(&mut emitted.manifests, &state, &name);
+    let mut adoption =
+        crate::convert::state::seed(&mut emitted.manifests, &state, &name, identities);
     if seed_state {
         let secrets = crate::convert::state::state_secrets(&emitted.manifests, &state);
         emitted.manifests.extend(secrets);
@@ -307,6 +313,8 @@ struct ProviderKinds {
     docs: Vec<Json>,
     /// Every type it has, `(data source, type)`.
     known_types: BTreeSet<(bool, String)>,
+    /// The identity schemas of its kinds that have one.
+    identities: crate::convert::state::Identities,
 }
 
 async fn provider_kinds(
@@ -315,7 +323,8 @@ async fn provider_kinds(
     ev: &Evaluated,
     args: &ConvertArgs,
 ) -> anyhow::Result<ProviderKinds> {
-    let schema = super::schema::read_binary_schema(&p.binary, &p.source, true).await?;
+    let (schema, identity_schemas) =
+        super::schema::read_binary(&p.binary, &p.source, true, args.state.is_some()).await?;
     let mine = |data: bool| -> Vec<String> {
         let set: BTreeSet<String> = ev
             .instances
@@ -354,7 +363,14 @@ async fn provider_kinds(
     };
     let generated = kraken_codegen::generate(&p.source, &schema, &opts)?;
     let mut targets = BTreeMap::new();
+    let mut identities = crate::convert::state::Identities::new();
     for crd in &generated.crds {
+        if let Some(id) = identity_schemas
+            .get(&crd.type_name)
+            .filter(|_| !crd.data_source)
+        {
+            identities.insert((crd.group.clone(), crd.kind.clone()), id.clone());
+        }
         let type_schema = if crd.data_source {
             schema.data_sources.get(&crd.type_name)
         } else {
@@ -378,6 +394,7 @@ async fn provider_kinds(
         targets,
         docs,
         known_types,
+        identities,
     })
 }
 
@@ -526,7 +543,8 @@ fn summary(
     }
     if let Some(a) = adoption {
         s.push_str(&format!(
-            "\n## Adoption\n\n{} objects import the object the state holds (`spec.importId`): \
+            "\n## Adoption\n\n{} objects import the object the state holds (`spec.importIdentity` \
+             where the provider declares a resource identity for the type, else `spec.importId`): \
              applying them adopts it instead of creating another.\n",
             a.imported
         ));

@@ -34,12 +34,33 @@ pub(super) async fn read_binary_schema(
     address: &str,
     tls: bool,
 ) -> anyhow::Result<std::sync::Arc<kraken_codegen::schema::ProviderSchema>> {
+    Ok(read_binary(binary, address, tls, false).await?.0)
+}
+
+/// The schema of the provider at `binary`, and (`identities`) its resource identity schemas.
+pub(super) async fn read_binary(
+    binary: &std::path::Path,
+    address: &str,
+    tls: bool,
+    identities: bool,
+) -> anyhow::Result<(
+    std::sync::Arc<kraken_codegen::schema::ProviderSchema>,
+    std::sync::Arc<crate::provider::IdentitySchemas>,
+)> {
     let mut opts = LaunchOptions::new(binary);
     opts.docs = true;
     opts.name = address.to_string();
     opts.tls = tls;
     let host = ProviderHost::new(opts, 1);
-    let result = host.schema().await;
+    let result = async {
+        let schema = host.schema().await?;
+        let ids = match identities {
+            true => host.identity_schemas().await?,
+            false => std::sync::Arc::default(),
+        };
+        Ok::<_, crate::provider::ProviderError>((schema, ids))
+    }
+    .await;
     host.shutdown().await;
     result.with_context(|| format!("failed to read the schema of {address}"))
 }

@@ -3,8 +3,11 @@
 //!
 //! Only state format version 4 (Terraform 0.12 and later) is read. An instance is joined by
 //! its address (module path, type, name and `count`/`for_each` key, exactly as Terraform
-//! writes it); what is on one side only is reported. The import id is the state's `id`
-//! attribute.
+//! writes it); what is on one side only is reported. A manifest adopts its object by
+//! resource identity where the provider declares one for the type (`spec.importIdentity`):
+//! the identity Terraform 1.12 and later store beside the instance, else the attributes of
+//! the instance the identity schema names. Otherwise by the state's `id` (`spec.importId`).
+//! No per-type table: the provider's own identity schema decides.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +16,7 @@ use serde_json::Value as Json;
 use super::emit::{ADDRESS_ANNOTATION, Manifest};
 use super::load::Location;
 use super::vars::Problem;
+use crate::provider::IdentitySchema;
 
 /// The state format version this reads.
 pub const STATE_VERSION: u64 = 4;
@@ -25,6 +29,8 @@ pub struct StateInstance {
     pub schema_version: u64,
     /// The provider's private data, base64 as Terraform stores it (`None`: none).
     pub private: Option<String>,
+    /// The resource identity Terraform stored (1.12 and later), when it did.
+    pub identity: Option<serde_json::Map<String, Json>>,
 }
 
 impl StateInstance {
@@ -107,6 +113,11 @@ pub fn parse(text: &str, file: &str) -> Result<State, String> {
                         .and_then(Json::as_str)
                         .filter(|p| !p.is_empty())
                         .map(str::to_owned),
+                    identity: inst
+                        .get("identity")
+                        .and_then(Json::as_object)
+                        .filter(|i| i.values().any(|v| !v.is_null()))
+                        .cloned(),
                 },
             );
         }
@@ -133,7 +144,7 @@ pub fn state_secrets(manifests: &[Manifest], state: &State) -> Vec<Manifest> {
         let Some(inst) = address.and_then(|a| state.instances.get(a)) else {
             continue;
         };
-        if m.doc["spec"]["importId"].is_null() {
+        if m.doc["spec"]["importId"].is_null() && m.doc["spec"]["importIdentity"].is_null() {
             continue;
         }
         let group = m.doc["apiVersion"]
@@ -180,10 +191,44 @@ pub struct Adoption {
     pub problems: Vec<Problem>,
 }
 
+/// The resource identity schemas of the converted kinds, by API group and kind.
+pub type Identities = BTreeMap<(String, String), IdentitySchema>;
+
+/// The identity schema of the kind of `m`, if its provider declares one.
+fn identity_of<'i>(identities: &'i Identities, m: &Manifest) -> Option<&'i IdentitySchema> {
+    let group = m.doc["apiVersion"].as_str()?.split('/').next()?;
+    let kind = m.doc["kind"].as_str()?;
+    identities.get(&(group.to_owned(), kind.to_owned()))
+}
+
+/// How a manifest adopts `inst`: `spec.importIdentity` from the identity Terraform stored, or
+/// from the attributes `schema` names; else `spec.importId` from the `id` attribute.
+fn import_of(
+    inst: &StateInstance,
+    schema: Option<&IdentitySchema>,
+) -> Option<(&'static str, Json)> {
+    let identity = schema.and_then(|s| {
+        inst.identity
+            .clone()
+            .or_else(|| s.from_state(&inst.attributes))
+    });
+    match (identity, inst.id()) {
+        (Some(identity), _) => Some(("importIdentity", Json::Object(identity))),
+        (None, Some(id)) => Some(("importId", Json::String(id.to_owned()))),
+        (None, None) => None,
+    }
+}
+
 /// Joins `state` to the manifests by their address annotation: each managed resource found in
-/// the state gets `spec.importId`. Reports what is on one side only; a state none of whose
-/// instances is in the configuration is refused (it belongs to another one).
-pub fn seed(manifests: &mut [Manifest], state: &State, file: &str) -> Adoption {
+/// the state gets `spec.importIdentity` or `spec.importId` ([`import_of`]). Reports what is on
+/// one side only; a state none of whose instances is in the configuration is refused (it
+/// belongs to another one).
+pub fn seed(
+    manifests: &mut [Manifest],
+    state: &State,
+    file: &str,
+    identities: &Identities,
+) -> Adoption {
     let at = Location {
         file: file.to_owned(),
         line: 1,
@@ -219,14 +264,14 @@ pub fn seed(manifests: &mut [Manifest], state: &State, file: &str) -> Adoption {
         };
         seen.insert(address.clone());
         joined += 1;
-        match inst.id() {
-            Some(id) => {
-                m.doc["spec"]["importId"] = Json::String(id.to_owned());
+        match import_of(inst, identity_of(identities, m)) {
+            Some((key, value)) => {
+                m.doc["spec"][key] = value;
                 imported += 1;
             }
             None => problems.push(problem(
                 &address,
-                "its state has no id attribute to import it by".into(),
+                "its state has no id attribute (nor a resource identity) to import it by".into(),
                 true,
             )),
         }
@@ -314,7 +359,7 @@ mod tests {
                             "metadata": {"annotations": {ADDRESS_ANNOTATION: "output"}}, "spec": {}}),
             },
         ];
-        let adoption = seed(&mut ms, &s, "terraform.tfstate");
+        let adoption = seed(&mut ms, &s, "terraform.tfstate", &Identities::new());
         assert_eq!(adoption.imported, 2);
         let problems = adoption.problems;
         assert_eq!(ms[0].doc["spec"]["importId"], "obj-0");
@@ -350,7 +395,7 @@ mod tests {
         ms[0].doc["kind"] = json!("Object");
         ms[0].doc["metadata"]["name"] = json!("web-0");
         ms[0].doc["metadata"]["namespace"] = json!("team-a");
-        seed(&mut ms, &s, "terraform.tfstate");
+        seed(&mut ms, &s, "terraform.tfstate", &Identities::new());
         let secrets = state_secrets(&ms, &s);
         assert_eq!(secrets.len(), 1, "only what imports");
         let doc = &secrets[0].doc;
@@ -378,7 +423,7 @@ mod tests {
     fn a_state_of_another_configuration_or_format_is_refused() {
         let s = parse(&state(), "terraform.tfstate").expect("state");
         let mut ms = vec![manifest("other_type.x")];
-        let problems = seed(&mut ms, &s, "terraform.tfstate").problems;
+        let problems = seed(&mut ms, &s, "terraform.tfstate", &Identities::new()).problems;
         assert!(
             problems
                 .iter()
@@ -390,5 +435,56 @@ mod tests {
         let older = parse(r#"{"version": 3}"#, "s").expect_err("older");
         assert!(older.contains("version 3"), "{older}");
         assert!(parse("{", "s").expect_err("json").contains("not JSON"));
+    }
+
+    #[test]
+    fn a_type_with_an_identity_is_adopted_by_it() {
+        use crate::provider::identity::IdentityAttribute;
+        let attr = |name: &str, required| IdentityAttribute {
+            name: name.into(),
+            ty: crate::value::Type::String,
+            required_for_import: required,
+        };
+        let schema = IdentitySchema {
+            version: 0,
+            attributes: vec![attr("id", true), attr("region", false)],
+        };
+        let identities = Identities::from([(("g".into(), "Vpc".into()), schema)]);
+        let text = json!({"version": 4, "resources": [
+            {"mode": "managed", "type": "aws_vpc", "name": "a", "instances": [
+                {"attributes": {"id": "vpc-a", "region": "eu-west-1", "cidr_block": "x"}}]},
+            {"mode": "managed", "type": "aws_vpc", "name": "b", "instances": [
+                {"attributes": {"id": "vpc-b"},
+                 "identity": {"id": "vpc-b", "region": "us-east-1", "account_id": "1"}}]},
+            {"mode": "managed", "type": "aws_vpc", "name": "c", "instances": [
+                {"attributes": {"id": "vpc-c"}}]}
+        ]})
+        .to_string();
+        let s = parse(&text, "s").expect("state");
+        let mut ms: Vec<Manifest> = ["aws_vpc.a", "aws_vpc.b", "aws_vpc.c"]
+            .into_iter()
+            .map(manifest)
+            .collect();
+        for m in &mut ms[..2] {
+            m.doc["apiVersion"] = json!("g/v1alpha1");
+            m.doc["kind"] = json!("Vpc");
+        }
+        assert_eq!(seed(&mut ms, &s, "s", &identities).imported, 3);
+        assert_eq!(
+            ms[0].doc["spec"],
+            json!({"importIdentity": {"id": "vpc-a", "region": "eu-west-1"}}),
+            "from the attributes the identity names"
+        );
+        assert_eq!(
+            ms[1].doc["spec"]["importIdentity"],
+            json!({"id": "vpc-b", "region": "us-east-1", "account_id": "1"}),
+            "the identity Terraform stored"
+        );
+        assert_eq!(
+            ms[2].doc["spec"],
+            json!({"importId": "vpc-c"}),
+            "a kind without an identity: by id"
+        );
+        assert_eq!(state_secrets(&ms, &s).len(), 3);
     }
 }

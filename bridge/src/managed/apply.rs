@@ -27,11 +27,8 @@ use crate::value::Value;
 /// Brings a live object to its spec.
 pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Action> {
     let observe_only = spec.observe_only();
-    if observe_only && spec.import_id().is_none() {
-        return Err(Error::InvalidSpec(
-            "managementPolicy ObserveOnly needs spec.importId: the id of the object to observe"
-                .into(),
-        ));
+    if observe_only && !spec.adopts() {
+        return Err(Error::InvalidSpec(super::spec::OBSERVE_NEEDS_IMPORT.into()));
     }
     let kind = run.k.kind.clone();
     let p = provider(run, spec).await?;
@@ -147,7 +144,7 @@ pub(super) async fn configuration(
 
 /// `config` with the owner tag of an object Kraken creates (none for one adopted by importId).
 pub(super) fn owned(run: &Run<'_>, t: &Target<'_>, spec: &ManagedSpec, config: Value) -> Value {
-    if spec.import_id().is_some() || run.annotation(OWNER_TAG_ANNOTATION) == Some("off") {
+    if spec.adopts() || run.annotation(OWNER_TAG_ANNOTATION) == Some("off") {
         return config;
     }
     let uid = kube::ResourceExt::uid(&run.obj).unwrap_or_default();

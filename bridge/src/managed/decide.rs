@@ -5,6 +5,7 @@
 //! ([`on_delete`]).
 
 use super::spec::PlanPolicy;
+use crate::provider::ImportBy;
 use crate::provider::lifecycle::Action as PlanAction;
 
 /// Where a pass learns what exists.
@@ -15,19 +16,20 @@ pub enum Origin {
     /// was saved, by a crash or an API server outage. If the stored object is gone, what that
     /// create made must be looked for before anything is created again.
     Refresh { pending: Option<String> },
-    /// No state, and `importId` names an object: adopt it.
-    Import(String),
+    /// No state, and `importId` or `importIdentity` names an object: adopt it.
+    Import(ImportBy),
     /// No state, and a create fence no stored state completed: look for what that create made.
     Recover(String),
     /// Nothing exists yet.
     Nothing,
 }
 
-/// What exists, from the stored state (`has_state`), `spec.importId`, the create fence on the
+/// What exists, from the stored state (`has_state`), what adopts an object (`import`:
+/// `spec.importIdentity` or `spec.importId`), the create fence on the
 /// object (`fence`) and the attempt the stored state completed (`completed`).
 pub fn origin(
     has_state: bool,
-    import_id: Option<&str>,
+    import: Option<ImportBy>,
     fence: Option<&str>,
     completed: Option<&str>,
 ) -> Origin {
@@ -35,8 +37,8 @@ pub fn origin(
     if has_state {
         return Origin::Refresh { pending: open };
     }
-    if let Some(id) = import_id {
-        return Origin::Import(id.to_owned());
+    if let Some(by) = import {
+        return Origin::Import(by);
     }
     match open {
         Some(attempt) => Origin::Recover(attempt),
@@ -208,7 +210,7 @@ mod tests {
             (
                 "import",
                 (false, Some("x"), Some("t1"), None),
-                Origin::Import("x".into()),
+                Origin::Import(ImportBy::Id("x".into())),
             ),
             (
                 "fence open",
@@ -228,6 +230,7 @@ mod tests {
             ("nothing", (false, None, None, None), Origin::Nothing),
         ];
         for (name, (state, import, fence, completed), want) in cases {
+            let import = import.map(|id: &str| ImportBy::Id(id.into()));
             assert_eq!(origin(state, import, fence, completed), want, "{name}");
         }
     }

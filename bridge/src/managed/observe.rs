@@ -8,6 +8,7 @@ pub(super) use super::recover::recover;
 use super::spec::ManagedSpec;
 use super::target::{Saved, Target};
 use super::write::Run;
+use crate::provider::ImportBy;
 use crate::provider::lifecycle::{self, Applied};
 use crate::value::Value;
 
@@ -52,7 +53,7 @@ pub(super) async fn observe(
     let tags = (owner(run, spec), replaced.as_deref());
     let origin = decide::origin(
         !restored.state.is_null(),
-        spec.import_id(),
+        spec.import(),
         fence.as_deref(),
         completed.as_deref(),
     );
@@ -78,7 +79,7 @@ pub(super) async fn observe(
                 found.recreate = true;
             }
         }
-        Origin::Import(id) => import(run, t, &id, &mut found).await?,
+        Origin::Import(by) => import(run, t, &by, &mut found).await?,
         Origin::Recover(attempt) => {
             if let Some(recovered) = recover(t, spec, config, tags, &attempt).await? {
                 adopt_recovered(run, t, recovered, attempt, &mut found).await?;
@@ -95,18 +96,27 @@ pub(super) fn owner<'r>(run: &'r Run<'_>, spec: &ManagedSpec) -> Option<&'r str>
         .metadata
         .uid
         .as_deref()
-        .filter(|_| spec.import_id().is_none())
+        .filter(|_| !spec.adopts())
         .filter(|_| run.annotation(super::target::OWNER_TAG_ANNOTATION) != Some("off"))
 }
 
-/// Adopts the object `importId` names: the finalizer first, then its state.
-async fn import(run: &mut Run<'_>, t: &Target<'_>, id: &str, found: &mut Observed) -> Result<()> {
-    let imported = lifecycle::import(t.host(), t.type_name, id)
+/// Adopts the object `importId` or `importIdentity` names: the finalizer first, then its state.
+async fn import(
+    run: &mut Run<'_>,
+    t: &Target<'_>,
+    by: &ImportBy,
+    found: &mut Observed,
+) -> Result<()> {
+    let imported = lifecycle::import(t.host(), t.type_name, by)
         .await
         .map_err(|e| t.lifecycle_err("import", e))?;
     if imported.new_state.is_null() {
+        let named = match by {
+            ImportBy::Id(id) => format!("with import id {id:?}"),
+            ImportBy::Identity(_) => format!("with the {by}"),
+        };
         return Err(Error::Provider(format!(
-            "no {} with import id {id:?} exists",
+            "no {} {named} exists",
             t.type_name
         )));
     }
@@ -116,7 +126,7 @@ async fn import(run: &mut Run<'_>, t: &Target<'_>, id: &str, found: &mut Observe
         .saved
         .write(run, t, &imported.new_state, &imported.private, completed)
         .await?;
-    let note = format!("adopted the existing {} {id:?}", t.type_name);
+    let note = format!("adopted the existing {} {by}", t.type_name);
     run.event(false, "Imported", note).await;
     (found.state, found.private) = (imported.new_state, imported.private);
     Ok(())

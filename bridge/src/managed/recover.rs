@@ -18,7 +18,7 @@ use super::error::{Error, Result};
 use super::spec::ManagedSpec;
 use super::target::{OWNER_TAG, Target, describe};
 use crate::provider::lifecycle::{self, Applied, LifecycleError};
-use crate::provider::{DiagnosticsExt as _, ListRequest};
+use crate::provider::{DiagnosticsExt as _, ImportBy, ListRequest};
 use crate::value::{AttrPath, Type, Value};
 
 /// Most objects one recovery lists: beyond this the list is not trusted to be complete.
@@ -34,23 +34,24 @@ pub(crate) async fn recover(
     (owner, replaced): (Option<&str>, Option<&str>),
     attempt: &str,
 ) -> Result<Option<Applied>> {
-    let mut candidates: Vec<String> = spec.import_id().map(str::to_owned).into_iter().collect();
+    let mut candidates: Vec<ImportBy> = spec.import().into_iter().collect();
     if let Some(Value::String(name)) = lifecycle::lookup(config, &AttrPath::root().attr("name"))
-        && !candidates.contains(name)
+        && !candidates.contains(&ImportBy::Id(name.clone()))
     {
-        candidates.push(name.clone());
+        candidates.push(ImportBy::Id(name.clone()));
     }
-    let mut why =
-        String::from("the spec gives no identity to look it up by (importId or a name argument)");
-    for id in &candidates {
-        match lifecycle::import(t.host(), t.type_name, id).await {
+    let mut why = String::from(
+        "the spec gives no identity to look it up by (importId, importIdentity or a name argument)",
+    );
+    for by in &candidates {
+        match lifecycle::import(t.host(), t.type_name, by).await {
             Ok(found) if found.new_state.is_null() => return Ok(None),
             Ok(found) if replaced.is_some() && id_of(&found.new_state) == replaced => {
-                why = format!("{id:?} names the object being replaced");
+                why = format!("{by} names the object being replaced");
             }
             Ok(found) => return Ok(Some(found)),
             Err(LifecycleError::Rejected(diags)) => {
-                why = format!("importing {id:?} failed: {}", describe(&diags, t.fields()));
+                why = format!("importing {by} failed: {}", describe(&diags, t.fields()));
             }
             Err(e) => return Err(t.lifecycle_err("import", e)),
         }

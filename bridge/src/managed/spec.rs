@@ -5,7 +5,11 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 pub use crate::core_kinds::PlanPolicy;
+use crate::provider::ImportBy;
 use crate::source::Configured;
+
+/// Why an ObserveOnly object without an import is refused.
+pub const OBSERVE_NEEDS_IMPORT: &str = "managementPolicy ObserveOnly needs spec.importId (the id of the object to observe) or spec.importIdentity";
 
 /// The fields of a generated kind's spec the controller reads (forProvider stays JSON).
 #[derive(Debug, Default, Deserialize)]
@@ -25,6 +29,10 @@ pub struct ManagedSpec {
     pub replace_policy: Option<String>,
     #[serde(default)]
     pub import_id: Option<String>,
+    /// `spec.importIdentity`: the resource identity to adopt the object by (preferred over
+    /// `importId`).
+    #[serde(default)]
+    pub import_identity: Option<serde_json::Map<String, Json>>,
     /// Arguments whose changes are not applied once the object exists (`ignore`).
     #[serde(default)]
     pub ignore_changes: Vec<String>,
@@ -64,8 +72,20 @@ impl ManagedSpec {
             .map_or("default", |r| r.name.as_str())
     }
 
-    pub fn import_id(&self) -> Option<&str> {
-        self.import_id.as_deref().filter(|s| !s.is_empty())
+    /// What adopts an existing object: `importIdentity`, else `importId` (empty ones unset).
+    pub fn import(&self) -> Option<ImportBy> {
+        match (&self.import_identity, &self.import_id) {
+            (Some(identity), _) if !identity.is_empty() => {
+                Some(ImportBy::Identity(identity.clone()))
+            }
+            (_, Some(id)) if !id.is_empty() => Some(ImportBy::Id(id.clone())),
+            _ => None,
+        }
+    }
+
+    /// Whether the object is adopted (`importId` or `importIdentity`), not created.
+    pub fn adopts(&self) -> bool {
+        self.import().is_some()
     }
 
     /// Which changes wait for approval: `spec.planPolicy`, else the default of the

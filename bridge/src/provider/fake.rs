@@ -8,7 +8,8 @@
 //! as for providers whose objects are named by the user), an optional `description`, an
 //! optional `zone` that forces replacement, optional `tags`, an optional sensitive `password`, a computed `id`
 //! and a computed sensitive `token`.
-//! Its list resource (`ListResource`) lists every object, or those of one `zone`.
+//! Its list resource (`ListResource`) lists every object, or those of one `zone`; its resource
+//! identity is `{id}` (an import by identity names the id).
 //! The data source of the same name looks an object up by `name` and answers its `description`,
 //! `zone`, `id` and sensitive `token`; it errors when none has that name.
 //! It plans as Terraform providers do (unknown computed values on create, `requires_replace`
@@ -24,11 +25,13 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
+mod import;
+
 use super::schema::{Attribute, Block, ProviderSchema, Schema};
 use super::{
-    ApplyRequest, ApplyResponse, Diagnostic, ImportResponse, ImportedResource, ListRequest,
-    ListResponse, Listed, PlanRequest, PlanResponse, Plugin, ProviderError, ReadDataResponse,
-    ReadRequest, ReadResponse, Result, Severity, UpgradeRequest, UpgradeResponse,
+    ApplyRequest, ApplyResponse, Diagnostic, ImportResponse, ListRequest, ListResponse, Listed,
+    PlanRequest, PlanResponse, Plugin, ProviderError, ReadDataResponse, ReadRequest, ReadResponse,
+    Result, Severity, UpgradeRequest, UpgradeResponse,
 };
 use crate::value::json::decode_json_bytes;
 use crate::value::{AttrPath, Type, Value};
@@ -416,44 +419,17 @@ impl Plugin for FakePlugin {
         Ok(resp)
     }
 
-    async fn import_resource_state(&self, type_name: &str, id: &str) -> Result<ImportResponse> {
+    async fn import_resource_state(
+        &self,
+        type_name: &str,
+        by: &super::ImportBy,
+    ) -> Result<ImportResponse> {
         self.count("ImportResourceState");
-        if self.lock().import_error {
-            return Ok(ImportResponse {
-                imported: Vec::new(),
-                diagnostics: vec![error("import failed in the fake", None)],
-            });
-        }
-        let mut state = match schema().resource(type_name) {
-            Some(r) => Value::Object(
-                r.block
-                    .attributes
-                    .keys()
-                    .map(|k| (k.clone(), Value::Null))
-                    .collect(),
-            ),
-            None => Value::Null,
-        };
-        // An import id is the object's id, or (with fresh ids) its name.
-        let id = {
-            let s = self.lock();
-            let by_name = s.objects.iter().find(|(_, o)| {
-                matches!(get(o, "name").map(Value::untyped), Some(Value::String(n)) if n == id)
-            });
-            match by_name {
-                Some((key, _)) if !s.objects.contains_key(id) => key.clone(),
-                _ => id.to_owned(),
-            }
-        };
-        set(&mut state, "id", Value::string(id));
-        Ok(ImportResponse {
-            imported: vec![ImportedResource {
-                type_name: type_name.to_owned(),
-                state,
-                private: Vec::new(),
-            }],
-            diagnostics: Vec::new(),
-        })
+        Ok(self.import(type_name, by))
+    }
+
+    async fn identity_schemas(&self) -> Result<Arc<super::IdentitySchemas>> {
+        Ok(Arc::new(import::identity_schemas()))
     }
 
     async fn read_data_source(&self, _type_name: &str, config: &Value) -> Result<ReadDataResponse> {
@@ -576,9 +552,11 @@ mod tests {
             Err(LifecycleError::Provider(ProviderError::Crashed { .. }))
         ));
         assert_eq!(p.creates(), 1, "the crash came after the create");
-        let found = lifecycle::import(p.as_ref(), TYPE, "a").await?;
+        let found =
+            lifecycle::import(p.as_ref(), TYPE, &crate::provider::ImportBy::Id("a".into())).await?;
         assert_eq!(id_of(&found.new_state).as_deref(), Some("a"));
-        let missing = lifecycle::import(p.as_ref(), TYPE, "b").await?;
+        let missing =
+            lifecycle::import(p.as_ref(), TYPE, &crate::provider::ImportBy::Id("b".into())).await?;
         assert!(missing.new_state.is_null());
         p.plan_diagnostics(true);
         let refused = plan(&p, &Value::Null, &config("b", "z1")).await;

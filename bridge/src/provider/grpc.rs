@@ -63,6 +63,7 @@ macro_rules! provider_adapter {
             plugin: PluginClient,
             client: ProviderClient<Channel>,
             schema: OnceCell<crate::provider::schema_store::SchemaStore>,
+            identities: OnceCell<Arc<crate::provider::IdentitySchemas>>,
         }
 
         impl $adapter {
@@ -74,6 +75,7 @@ macro_rules! provider_adapter {
                     plugin,
                     client,
                     schema: OnceCell::new(),
+                    identities: OnceCell::new(),
                 }
             }
 
@@ -193,6 +195,41 @@ macro_rules! provider_adapter {
                     schema_cache::store(file, &parts);
                 }
                 Ok(parts)
+            }
+        }
+
+        /// One type's identity schema in the domain type.
+        fn identity_schema(
+            rpc: &'static str,
+            schema: proto::ResourceIdentitySchema,
+        ) -> Result<crate::provider::IdentitySchema> {
+            let attributes = schema
+                .identity_attributes
+                .into_iter()
+                .map(|a| {
+                    Ok(crate::provider::identity::IdentityAttribute {
+                        ty: parse_type(rpc, &a.name, &a.r#type)?,
+                        name: a.name,
+                        required_for_import: a.required_for_import,
+                    })
+                })
+                .collect::<Result<_>>()?;
+            Ok(crate::provider::IdentitySchema {
+                version: schema.version,
+                attributes,
+            })
+        }
+
+        /// An import by identity refused before the call, as the provider would: one error.
+        fn refused_identity(reason: String) -> ImportResponse {
+            ImportResponse {
+                imported: Vec::new(),
+                diagnostics: vec![crate::provider::Diagnostic {
+                    severity: crate::provider::Severity::Error,
+                    summary: "invalid import identity".into(),
+                    detail: reason,
+                    attribute: None,
+                }],
             }
         }
 
@@ -387,14 +424,33 @@ macro_rules! provider_adapter {
             async fn import_resource_state(
                 &self,
                 type_name: &str,
-                id: &str,
+                by: &crate::provider::ImportBy,
             ) -> Result<ImportResponse> {
+                use crate::provider::ImportBy;
                 let rpc = "import_resource_state";
-                let msg = proto::import_resource_state::Request {
+                let mut msg = proto::import_resource_state::Request {
                     type_name: type_name.to_string(),
-                    id: id.to_string(),
                     ..Default::default()
                 };
+                match by {
+                    ImportBy::Id(id) => msg.id = id.clone(),
+                    ImportBy::Identity(given) => {
+                        let schemas = self.identity_schemas().await?;
+                        let fitted = match schemas.get(type_name) {
+                            None => Err(format!(
+                                "the provider declares no resource identity for {type_name}; import it by id"
+                            )),
+                            Some(schema) => schema.value_of(given).map(|v| (v, schema.ty())),
+                        };
+                        let (value, ty) = match fitted {
+                            Ok(fitted) => fitted,
+                            Err(reason) => return Ok(refused_identity(reason)),
+                        };
+                        msg.identity = Some(proto::ResourceIdentityData {
+                            identity_data: Some(encode(rpc, "identity", &value, &ty)?),
+                        });
+                    }
+                }
                 let resp = call(
                     &self.plugin,
                     rpc,
@@ -415,6 +471,40 @@ macro_rules! provider_adapter {
                     imported,
                     diagnostics: diagnostics(resp.diagnostics),
                 })
+            }
+
+            async fn identity_schemas(&self) -> Result<Arc<crate::provider::IdentitySchemas>> {
+                let fetch = || async {
+                    let rpc = "get_resource_identity_schemas";
+                    let req = proto::get_resource_identity_schemas::Request::default();
+                    let answer = call(
+                        &self.plugin,
+                        rpc,
+                        "",
+                        self.client().get_resource_identity_schemas(req),
+                    )
+                    .await;
+                    let resp = match answer {
+                        Ok(resp) => resp,
+                        // A provider from before identities.
+                        Err(crate::provider::ProviderError::Rpc { status, .. })
+                            if status.code() == tonic::Code::Unimplemented =>
+                        {
+                            return Ok(Arc::default());
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    let diags = diagnostics(resp.diagnostics);
+                    if diags.has_errors() {
+                        return Err(ProviderError::Schema(diags.error_summary()));
+                    }
+                    let mut out = crate::provider::IdentitySchemas::new();
+                    for (name, schema) in resp.identity_schemas {
+                        out.insert(name, identity_schema(rpc, schema)?);
+                    }
+                    Ok(Arc::new(out))
+                };
+                self.identities.get_or_try_init(fetch).await.cloned()
             }
 
             async fn read_data_source(

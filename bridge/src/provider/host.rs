@@ -236,8 +236,17 @@ impl Plugin for ProviderHost {
             .await
     }
 
-    async fn import_resource_state(&self, type_name: &str, id: &str) -> Result<ImportResponse> {
-        self.with(|p| async move { p.import_resource_state(type_name, id).await })
+    async fn import_resource_state(
+        &self,
+        type_name: &str,
+        by: &super::ImportBy,
+    ) -> Result<ImportResponse> {
+        self.with(|p| async move { p.import_resource_state(type_name, by).await })
+            .await
+    }
+
+    async fn identity_schemas(&self) -> Result<std::sync::Arc<super::IdentitySchemas>> {
+        self.with(|p| async move { p.identity_schemas().await })
             .await
     }
 

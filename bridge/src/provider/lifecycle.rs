@@ -214,21 +214,22 @@ async fn apply_one(provider: &dyn Plugin, plan: &Plan) -> Result<Applied, Lifecy
     })
 }
 
-/// Import an existing object by its provider-specific id and read it back, as `terraform
-/// import` does. Returns the state and private bytes of the object of `type_name`.
+/// Import an existing object by its provider-specific id or its resource identity, and read it
+/// back, as `terraform import` does. Returns the state and private bytes of the object of
+/// `type_name`.
 pub async fn import(
     provider: &dyn Plugin,
     type_name: &str,
-    id: &str,
+    by: &super::ImportBy,
 ) -> Result<Applied, LifecycleError> {
-    let resp = provider.import_resource_state(type_name, id).await?;
+    let resp = provider.import_resource_state(type_name, by).await?;
     if resp.diagnostics.has_errors() {
         return Err(LifecycleError::Rejected(resp.diagnostics));
     }
     let Some(found) = resp.imported.into_iter().find(|r| r.type_name == type_name) else {
         return Err(LifecycleError::Rejected(vec![Diagnostic {
             severity: super::Severity::Error,
-            summary: format!("import of {type_name} {id:?} returned no object"),
+            summary: format!("import of {type_name} {by} returned no object"),
             detail: String::new(),
             attribute: None,
         }]));

@@ -21,6 +21,7 @@ pub mod fake;
 mod grpc;
 mod handshake;
 pub mod host;
+pub mod identity;
 pub mod launch;
 pub mod lifecycle;
 pub mod observe;
@@ -42,6 +43,7 @@ use async_trait::async_trait;
 pub use client::PluginClient;
 pub use deadline::Deadlines;
 pub use host::ProviderHost;
+pub use identity::{IdentitySchema, IdentitySchemas, ImportBy};
 pub use kraken_codegen::schema;
 pub use launch::{LaunchError, LaunchOptions, launch};
 pub use observe::RpcObserver;
@@ -346,7 +348,17 @@ pub trait Plugin: Send + Sync {
 
     async fn apply_resource_change(&self, req: ApplyRequest) -> Result<ApplyResponse>;
 
-    async fn import_resource_state(&self, type_name: &str, id: &str) -> Result<ImportResponse>;
+    /// `ImportResourceState` of the object `by` names: by import id, or by resource identity
+    /// (refused before the call when the provider declares none for the type, or `by` does not
+    /// fit it).
+    async fn import_resource_state(&self, type_name: &str, by: &ImportBy)
+    -> Result<ImportResponse>;
+
+    /// `GetResourceIdentitySchemas`, fetched once: the resource types that have an identity.
+    /// Empty for a provider that declares none, or that predates them (the RPC unimplemented).
+    async fn identity_schemas(&self) -> Result<std::sync::Arc<IdentitySchemas>> {
+        Ok(std::sync::Arc::default())
+    }
 
     async fn read_data_source(&self, type_name: &str, config: &Value) -> Result<ReadDataResponse>;
 

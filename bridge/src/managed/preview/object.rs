@@ -19,7 +19,7 @@ use crate::managed::decide::{self, Act, Facts, Gate, Origin};
 use crate::managed::error::{Error, Result};
 use crate::managed::observe::recover;
 use crate::managed::plan;
-use crate::managed::spec::{ManagedSpec, PlanPolicy};
+use crate::managed::spec::{ManagedSpec, OBSERVE_NEEDS_IMPORT, PlanPolicy};
 use crate::managed::state::{self, Stored};
 use crate::managed::target::Target;
 use crate::managed::{CREATE_ATTEMPT_ANNOTATION, PAUSED_ANNOTATION};
@@ -52,11 +52,8 @@ async fn plan_one(
     let spec: ManagedSpec =
         serde_json::from_value(doc.get("spec").cloned().unwrap_or_else(|| json!({})))
             .map_err(|e| Error::InvalidSpec(format!("spec: {e}")))?;
-    if spec.observe_only() && spec.import_id().is_none() {
-        return Err(Error::InvalidSpec(
-            "managementPolicy ObserveOnly needs spec.importId: the id of the object to observe"
-                .into(),
-        ));
+    if spec.observe_only() && !spec.adopts() {
+        return Err(Error::InvalidSpec(OBSERVE_NEEDS_IMPORT.into()));
     }
     let live = Api::<DynamicObject>::namespaced_with(shared.client.clone(), ns, &kind.resource)
         .get_opt(name)
@@ -163,7 +160,7 @@ fn owned(
     config: Value,
 ) -> Value {
     let tag_off = doc["metadata"]["annotations"][OWNER_TAG_ANNOTATION] == "off";
-    if spec.import_id().is_some() || tag_off {
+    if spec.adopts() || tag_off {
         return config;
     }
     let uid = live
@@ -351,7 +348,7 @@ async fn observe(
                 != Some("off")
         })
         .and_then(|o| o.metadata.uid.as_deref())
-        .filter(|_| spec.import_id().is_none());
+        .filter(|_| !spec.adopts());
     let replaced = restored
         .stored
         .as_ref()
@@ -360,7 +357,7 @@ async fn observe(
     let tags = (owner, replaced.as_deref());
     let origin = decide::origin(
         !restored.state.is_null(),
-        spec.import_id(),
+        spec.import(),
         fence.as_deref(),
         completed.as_deref(),
     );
@@ -378,15 +375,12 @@ async fn observe(
             let gone = read.new_state.is_null();
             Ok((read.new_state, read.private, gone))
         }
-        Origin::Import(id) => {
-            let imported = lifecycle::import(t.host(), t.type_name, &id)
+        Origin::Import(by) => {
+            let imported = lifecycle::import(t.host(), t.type_name, &by)
                 .await
                 .map_err(|e| t.lifecycle_err("import", e))?;
             if imported.new_state.is_null() {
-                return Err(Error::Provider(format!(
-                    "no {} with import id {id:?} exists",
-                    t.type_name
-                )));
+                return Err(Error::Provider(format!("no {} {by} exists", t.type_name)));
             }
             Ok((imported.new_state, imported.private, false))
         }
@@ -416,11 +410,8 @@ fn notes(
     if recreate {
         notes.push("the object was deleted outside Kraken: it would be created again".to_owned());
     }
-    if spec.import_id().is_some() && live.is_none() {
-        notes.push(format!(
-            "adopts the existing object {:?} (spec.importId)",
-            spec.import_id().unwrap_or_default()
-        ));
+    if let Some(by) = spec.import().filter(|_| live.is_none()) {
+        notes.push(format!("adopts the existing object {by}"));
     }
     let facts = Facts {
         observe_only: spec.observe_only(),

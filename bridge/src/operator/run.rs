@@ -67,6 +67,10 @@ pub struct Options {
 }
 
 pub async fn run(opts: Options) -> anyhow::Result<()> {
+    // The Leases (leadership, shard membership) renew over a client of their own: queued
+    // behind a burst of requests waiting for `--api-concurrency`'s permits, a renewal could
+    // miss its deadline and hand the work over for nothing.
+    let leases = client(opts.kubeconfig.as_deref(), 0).await?;
     let client = client(opts.kubeconfig.as_deref(), opts.api_concurrency).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(crate::kit::readiness::Readiness::default());
@@ -112,10 +116,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             .context("the key of plan ids")?;
     let wiring = wire(&opts, &client, (&metrics, &ready), &pool, plan_key);
     if opts.shards {
-        run_sharded(&opts, &client, &wiring, &ready).await;
+        run_sharded(&opts, &leases, &wiring, &ready).await;
     } else {
         let table = controllers(&wiring, false);
-        lead(&opts, &client, &wiring, &table, Some(&ready)).await;
+        lead(&opts, &leases, &wiring, &table, Some(&ready)).await;
     }
     let mut waiting = wiring.kit.events.flush(Duration::from_secs(5)).await;
     if !Arc::ptr_eq(&wiring.kit, &wiring.managed.kit) {
@@ -197,13 +201,13 @@ fn wire(
 /// stops them when leadership is lost and campaigns again, until shutdown is requested.
 async fn lead(
     opts: &Options,
-    client: &kube::Client,
+    leases: &kube::Client,
     wiring: &Wiring,
     table: &[(&'static str, Start)],
     ready: Option<&crate::kit::readiness::Readiness>,
 ) {
     let election = LeaderElection::new(
-        client.clone(),
+        leases.clone(),
         &opts.lease_namespace,
         &opts.lease_name,
         opts.identity.clone(),
@@ -369,12 +373,12 @@ fn hub(w: &Wiring) -> crate::hub::controller::Hub {
 /// stops the share's work, then leaves the ring so the others take over at once.
 async fn run_sharded(
     opts: &Options,
-    client: &kube::Client,
+    leases: &kube::Client,
     wiring: &Wiring,
     ready: &crate::kit::readiness::Readiness,
 ) {
     let membership = Membership::new(
-        client.clone(),
+        leases.clone(),
         &opts.lease_namespace,
         &opts.lease_name,
         &opts.identity,
@@ -405,7 +409,7 @@ async fn run_sharded(
     ready.set_started();
     ready.set_leading(true);
     let table = controllers(wiring, true);
-    lead(opts, client, wiring, &table, None).await;
+    lead(opts, leases, wiring, &table, None).await;
     let _ = stop_tx.send(true);
     for (name, task) in [
         ("dependency hub", hub_task),

@@ -244,13 +244,10 @@ fn unseed_identities(ab: &AwsBed, files: &[PathBuf]) -> anyhow::Result<BTreeSet<
     let mut by_identity = BTreeSet::new();
     for file in files {
         let path = file.to_string_lossy();
+        // One JSON document per manifest, one after the other.
         let json = cp.kubectl(&["create", "--dry-run=client", "-o", "json", "-f", &path])?;
-        let doc: Value = serde_json::from_str(&json)?;
-        let items = match doc["items"].as_array() {
-            Some(items) => items.clone(),
-            None => vec![doc],
-        };
-        for item in items {
+        for item in serde_json::Deserializer::from_str(&json).into_iter::<Value>() {
+            let item = item?;
             let address = &item["metadata"]["annotations"]["kraken.dev/terraform-address"];
             if item["spec"]["importIdentity"].is_object() && item["kind"] != "SqsQueue" {
                 by_identity.insert(address.as_str().unwrap_or_default().to_owned());

@@ -8,9 +8,11 @@
 //!    an idle replica's (its managed-resource memory), objects owned, provider processes and
 //!    their RSS — fresh replicas each time (started over the N objects, so none holds memory
 //!    of a larger share it had before), for 1, 2 and 3 replicas;
-//! 3. fail-over with 3 replicas: one replica SIGKILLed and P objects changed at once; when the
-//!    changes reached the ledger, from the kill: the survivors' own at once, the killed
-//!    replica's once the survivors took its share over.
+//! 3. fail-over with 3 replicas: one replica SIGKILLed; a third of P objects, its, changed at
+//!    once, the rest, the survivors' own, one at a time over three lease durations: when the
+//!    killed replica's changes reached the ledger (from the kill: once the survivors took its
+//!    share over), and how long each of the survivors' own waited while they took it over,
+//!    beside ten such changes made one at a time before the kill.
 //!
 //! Knobs: `KRAKEN_BENCH_SHARDS_N` (10000), `KRAKEN_BENCH_SHARDS_T` (1000),
 //! `KRAKEN_BENCH_SHARDS_P` (60), `KRAKEN_BENCH_SHARDS_MEMORY` (`0`: only sections 1 and the
@@ -135,11 +137,13 @@ fn throughput(bed: &FixtureBed, prefix: &str, n: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-/// A replica's memory: RSS and its private anonymous part (`RssAnon`), bytes.
+/// A replica's memory: RSS and its private anonymous part (`RssAnon`), and its provider
+/// processes' RSS, bytes.
 #[derive(Clone, Copy)]
 struct Memory {
     rss: f64,
     anon: f64,
+    providers: f64,
 }
 
 impl Memory {
@@ -149,18 +153,23 @@ impl Memory {
         Ok(Self {
             rss: rss_bytes(pid).context("reading a replica's RSS")? as f64,
             anon: rss_anon_bytes(pid).context("reading a replica's RssAnon")? as f64,
+            providers: op
+                .metric("kraken_provider_resident_memory_bytes")
+                .unwrap_or(0.0),
         })
     }
 }
 
 /// One replica's numbers: RSS and RssAnon above idle, objects, provider processes and their
-/// RSS.
+/// RSS, and the whole replica (operator and providers, what its container is charged) above
+/// idle, MiB.
 struct Replica {
     rss: f64,
     anon: f64,
     objects: f64,
     providers: f64,
     provider_rss: f64,
+    pod: f64,
 }
 
 fn measure(op: &Operator, idle: Memory) -> anyhow::Result<Replica> {
@@ -170,10 +179,8 @@ fn measure(op: &Operator, idle: Memory) -> anyhow::Result<Replica> {
         anon: (now.anon - idle.anon) / MIB,
         objects: owned(op),
         providers: op.metric("kraken_provider_processes").unwrap_or(0.0),
-        provider_rss: op
-            .metric("kraken_provider_resident_memory_bytes")
-            .unwrap_or(0.0)
-            / MIB,
+        provider_rss: now.providers / MIB,
+        pod: (now.rss - idle.rss + now.providers - idle.providers) / MIB,
     })
 }
 
@@ -229,9 +236,10 @@ fn run(
     std::thread::sleep(Duration::from_secs(5));
     let idle = Memory::of(&bed.op)?;
     eprintln!(
-        "idle replica: {:.1} MiB RSS, {:.1} MiB RssAnon",
+        "idle replica: {:.1} MiB RSS, {:.1} MiB RssAnon; its provider process {:.1} MiB RSS",
         idle.rss / MIB,
-        idle.anon / MIB
+        idle.anon / MIB,
+        idle.providers / MIB
     );
 
     let one = throughput(bed, "t1", t)?;
@@ -341,64 +349,115 @@ fn owned_by(bed: &FixtureBed, names: &[String], victim: &str) -> anyhow::Result<
         .collect())
 }
 
-/// Kills the third replica and at once changes `p` objects (about a third of them its): when
-/// each change reached the ledger, measured from the kill — the survivors' own at once, the
-/// killed replica's once its membership Lease expired and the survivors took its share.
+fn epoch_nanos() -> anyhow::Result<u128> {
+    Ok(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos())
+}
+
+/// Median and largest of `v`, "none" for none.
+fn spread(v: &mut [f64]) -> String {
+    v.sort_by(f64::total_cmp);
+    match (v.get(v.len() / 2), v.last()) {
+        (Some(mid), Some(max)) => format!("median {mid:.1} s, largest {max:.1} s"),
+        _ => "none".to_owned(),
+    }
+}
+
+/// Kills the third replica, changes about a third of `p` objects of its at once, and the rest
+/// (the survivors' own) one at a time over the three lease durations after the kill, across the
+/// take-over: when each change reached the ledger, the killed replica's measured from the
+/// kill, the survivors' own from their patch (how long a user's change waits while its replica
+/// takes a dead one's share over).
 fn failover(
     bed: &FixtureBed,
     mut ops: Vec<Operator>,
     (p, label): (usize, &str),
 ) -> anyhow::Result<String> {
-    let names: Vec<String> = (0..p).map(|i| format!("bulk-{i:05}")).collect();
-    let theirs = owned_by(bed, &names, label)?;
+    let pool: Vec<String> = (0..p * 3).map(|i| format!("bulk-{i:05}")).collect();
+    let victims = owned_by(bed, &pool, label)?;
+    let theirs: Vec<String> = victims.iter().take(p / 3).cloned().collect();
+    let own: Vec<String> = pool
+        .iter()
+        .filter(|n| !victims.contains(n))
+        .take(p - theirs.len() + 10)
+        .cloned()
+        .collect();
+    let changed = json!({"spec": {"forProvider": {"size": 2}}});
+    // the same kind of change at rest, for comparison: the survivors' first ten, one at a time
+    let (rest, own) = own.split_at(own.len().min(10));
+    let mut at_rest = Vec::new();
+    for name in rest {
+        let before = ledger::event_log(bed.ledger_dir())?.len();
+        let from = epoch_nanos()?;
+        bed.patch_objects(std::slice::from_ref(name), &changed)?;
+        let landed = wait_for(Duration::from_secs(60), "a change at rest", || {
+            Ok(ledger::event_log(bed.ledger_dir())?[before..]
+                .iter()
+                .find(|e| e.op == "update" && e.name == *name)
+                .map(|e| e.nanos))
+        })?;
+        #[allow(clippy::cast_precision_loss)]
+        at_rest.push(landed.saturating_sub(from) as f64 / 1e9);
+    }
     let victim = ops.last_mut().context("no replica")?;
     let before = ledger::event_log(bed.ledger_dir())?.len();
     victim.kill()?;
-    let killed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos();
-    bed.patch_objects(&names, &json!({"spec": {"forProvider": {"size": 2}}}))?;
-    let updates = || -> anyhow::Result<Vec<(String, f64)>> {
-        #[allow(clippy::cast_precision_loss)]
+    let killed = epoch_nanos()?;
+    if !theirs.is_empty() {
+        bed.patch_objects(&theirs, &changed)?;
+    }
+    let mut patched = std::collections::HashMap::new();
+    let step = LEASE * 3 / u32::try_from(own.len().max(1))?;
+    let start = Instant::now();
+    for (i, name) in own.iter().enumerate() {
+        let at = step * u32::try_from(i)?;
+        std::thread::sleep(at.saturating_sub(start.elapsed()));
+        patched.insert(name.clone(), epoch_nanos()?);
+        bed.patch_objects(std::slice::from_ref(name), &changed)?;
+    }
+    let updates = || -> anyhow::Result<Vec<(String, u128)>> {
         Ok(ledger::event_log(bed.ledger_dir())?[before..]
             .iter()
             .filter(|e| e.op == "update")
-            .map(|e| (e.name.clone(), e.nanos.saturating_sub(killed) as f64 / 1e9))
+            .map(|e| (e.name.clone(), e.nanos))
             .collect())
     };
+    let all = theirs.len() + own.len();
     wait_for(LEASE * 6, "every change in the ledger", || {
-        Ok((updates()?.len() >= p).then_some(()))
+        Ok((updates()?.len() >= all).then_some(()))
     })?;
-    type Landed = Vec<(String, f64)>;
-    let (taken, own): (Landed, Landed) = updates()?
-        .into_iter()
-        .partition(|(n, _)| theirs.contains(n));
-    let times = |v: &[(String, f64)]| -> (f64, f64) {
-        let t = v.iter().map(|(_, t)| *t);
-        (
-            t.clone().fold(f64::NAN, f64::min),
-            t.fold(f64::NAN, f64::max),
-        )
-    };
-    let (own_first, own_last) = times(&own);
-    let (first, last) = times(&taken);
+    #[allow(clippy::cast_precision_loss)]
+    let secs = |from: u128, to: u128| to.saturating_sub(from) as f64 / 1e9;
+    let (mut taken, mut waited) = (Vec::new(), Vec::new());
+    for (name, at) in updates()? {
+        match patched.get(&name) {
+            Some(&from) => waited.push(secs(from, at)),
+            None => taken.push(secs(killed, at)),
+        }
+    }
     Ok(format!(
-        "a replica SIGKILLed and {p} objects changed at once (lease {LEASE:?}): the survivors' own {} changes applied {own_first:.1}–{own_last:.1} s after the kill; the killed replica's {} {first:.1}–{last:.1} s after it",
-        own.len(),
+        "{} changes at rest, one at a time, applied after their change: {}; a replica SIGKILLed (lease {LEASE:?}); its {} changed objects applied after the kill: {}; the survivors' own {}, changed one at a time over {:?} after the kill, applied after their change: {}",
+        at_rest.len(),
+        spread(&mut at_rest),
         taken.len(),
+        spread(&mut taken),
+        waited.len(),
+        LEASE * 3,
+        spread(&mut waited),
     ))
 }
 
 fn report(n: usize, (one, three): (f64, f64), rows: &[(usize, String, Replica)]) {
     println!("### Scale-out: {n} fixture objects, `--shards auto`\n");
     println!(
-        "| replicas | replica | objects owned | operator RSS above idle, MiB | of it RssAnon, MiB | provider processes | provider RSS, MiB |"
+        "| replicas | replica | objects owned | operator RSS above idle, MiB | of it RssAnon, MiB | provider processes | provider RSS, MiB | operator and providers above idle, MiB |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (k, label, r) in rows {
         println!(
-            "| {k} | {label} | {:.0} | {:.1} | {:.1} | {:.0} | {:.1} |",
-            r.objects, r.rss, r.anon, r.providers, r.provider_rss
+            "| {k} | {label} | {:.0} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} |",
+            r.objects, r.rss, r.anon, r.providers, r.provider_rss, r.pod
         );
     }
     let ratio = |of: fn(&Replica) -> f64| {
@@ -414,9 +473,10 @@ fn report(n: usize, (one, three): (f64, f64), rows: &[(usize, String, Replica)])
         worst3 / single
     };
     println!(
-        "\nlargest of 3 replicas / single replica, managed-resource memory: RSS {:.2}, RssAnon {:.2}",
+        "\nlargest of 3 replicas / single replica, managed-resource memory: operator RSS {:.2}, operator RssAnon {:.2}, operator and providers {:.2}",
         ratio(|r| r.rss),
-        ratio(|r| r.anon)
+        ratio(|r| r.anon),
+        ratio(|r| r.pod)
     );
     println!(
         "\ncreate throughput: 1 replica {one:.1}/s, 3 replicas {three:.1}/s (ratio {:.2})",

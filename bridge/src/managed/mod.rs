@@ -96,6 +96,8 @@ pub struct KindContext {
     /// The uids of this kind's objects whose last reconcile left them `Ready=True`
     /// (`kraken_ready_resources`).
     pub ready: Mutex<std::collections::HashSet<String>>,
+    /// The pace at which listed objects enter the queue ([`share::Pacer`]).
+    pub pacer: Arc<share::Pacer>,
 }
 
 impl KindContext {
@@ -216,7 +218,8 @@ pub async fn run_kind(
     let synced = spawn_sync_report(&ctx, &kind.label(), reader.clone());
     let share = ctx.share.clone();
     let events = share::events(share.clone(), reader.clone(), share::lister(api, strip));
-    let stream = share::triggers(events.reflect(writer), share, trigger_hash);
+    let pacer = share::Pacer::new(usize::from(concurrency));
+    let stream = share::triggers(events.reflect(writer), share, pacer.clone(), trigger_hash);
     let label = kind.label();
     tracing::info!(kind = %label, type_name = %kind.type_name, "starting controller");
     let kctx = Arc::new(KindContext {
@@ -225,6 +228,7 @@ pub async fn run_kind(
         kind: kind.clone(),
         written: Mutex::default(),
         ready: Mutex::default(),
+        pacer,
     });
     let metrics = kctx.ctx.metrics.clone();
     let gauge = spawn_gauges(kctx.clone(), reader.clone());
@@ -278,6 +282,7 @@ async fn reconcile_in_share(
     k: Arc<KindContext>,
 ) -> Result<Action, error::Error> {
     let uid = meta.metadata.uid.as_deref().unwrap_or_default();
+    let _paced = k.pacer.reconciling(uid);
     let Some(_entered) = k.ctx.share.enter(uid) else {
         return Ok(Action::await_change());
     };

@@ -14,8 +14,11 @@
 //!   looked like to the controller. An object that stays is not reconciled again on a change of
 //!   share; one gained is reconciled once, even if it was owned, left and came back unchanged;
 //!   a controller started again (leadership regained) reconciles every object once.
+//! - **The pace** ([`Pacer`]): what a list brings goes into the queue a window at a time, so a
+//!   user's change made during a replica's first pass, or its take-over of a dead replica's
+//!   share, waits behind a window of listed objects, not behind all of them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -27,6 +30,9 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::{Notify, watch};
 
 use crate::kit::ring::Ownership;
+
+mod pace;
+pub use pace::Pacer;
 
 type Meta = PartialObjectMeta<DynamicObject>;
 type Event = Result<watcher::Event<Meta>, watcher::Error>;
@@ -152,6 +158,10 @@ struct Watch {
     list: Lister,
     changes: watch::Receiver<Ownership>,
     events: BoxStream<'static, Event>,
+    /// The watch `events` replaced, kept while `events` lists: its changes go on meanwhile (the
+    /// new list's watch delivers them again from the list's snapshot, which the cache and the
+    /// triggers take as unchanged), so a change is not held for a whole list.
+    live: Option<BoxStream<'static, Event>>,
     owns: Ownership,
     /// Between a list's `Init` and `InitDone`.
     listing: bool,
@@ -172,7 +182,10 @@ impl Watch {
                 .map(|o| Meta::clone(o))
                 .collect();
         } else {
-            self.events = (self.list)();
+            let watching = std::mem::replace(&mut self.events, (self.list)());
+            if !self.listing {
+                self.live = Some(watching);
+            }
             self.listing = true;
         }
         self.owns = owns;
@@ -182,7 +195,10 @@ impl Watch {
     fn pass(&mut self, ev: Event) -> Option<Event> {
         match &ev {
             Ok(watcher::Event::Init) => self.listing = true,
-            Ok(watcher::Event::InitDone) => self.listing = false,
+            Ok(watcher::Event::InitDone) => {
+                self.listing = false;
+                self.live = None;
+            }
             _ => {}
         }
         uid_of(&ev)
@@ -206,7 +222,28 @@ impl Watch {
                         return Some(ev);
                     }
                 }
+                ev = next_live(&mut self.live) => {
+                    // only changes: the old watch's own relists and errors are its business
+                    if matches!(ev, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)))
+                        && uid_of(&ev).is_some_and(|uid| self.owns.owns(uid))
+                    {
+                        return Some(ev);
+                    }
+                }
             }
+        }
+    }
+}
+
+/// The next event of the watch kept during a list; never, without one (or once it ended).
+async fn next_live(live: &mut Option<BoxStream<'static, Event>>) -> Event {
+    loop {
+        match live.as_mut() {
+            Some(s) => match s.next().await {
+                Some(ev) => return ev,
+                None => *live = None,
+            },
+            None => return std::future::pending().await,
         }
     }
 }
@@ -226,6 +263,7 @@ pub fn events(
         list: Box::new(list),
         changes,
         owns,
+        live: None,
         listing: true,
         dropped: Vec::new(),
     };
@@ -240,46 +278,52 @@ pub fn events(
 struct Seen {
     hashes: HashMap<String, u64>,
     /// The uids a list under way has brought so far.
-    listing: Option<std::collections::HashSet<String>>,
-    /// Objects that list brought worth a reconcile, passed on once it is done.
+    listing: Option<HashSet<String>>,
+    /// Objects that list brought worth a reconcile, queued once it is done.
     listed: Vec<Meta>,
+    /// Listed objects not let out yet (see [`Pacer`]), and which of them still need it: a
+    /// live event triggers one at once, a deletion forgets it.
+    backlog: VecDeque<Meta>,
+    held: HashSet<String>,
+}
+
+fn uid(o: &Meta) -> &str {
+    o.metadata.uid.as_deref().unwrap_or_default()
 }
 
 impl Seen {
     /// Whether `o` (its trigger hash `hash`) is in the share and new or changed to this run.
     fn worth(&mut self, share: &Share, o: &Meta, hash: u64) -> bool {
-        let uid = o.metadata.uid.as_deref().unwrap_or_default();
+        let uid = uid(o);
         share.owns(uid) && self.hashes.insert(uid.to_owned(), hash) != Some(hash)
     }
 
+    /// What `ev` triggers now; objects a list brought go to the backlog.
     fn on(
         &mut self,
         share: &Share,
+        pacer: &Pacer,
         ev: Event,
         hash: fn(&Meta) -> u64,
-    ) -> Vec<Result<Meta, watcher::Error>> {
+    ) -> Option<Result<Meta, watcher::Error>> {
         match ev {
-            Err(err) => vec![Err(err)],
+            Err(err) => return Some(Err(err)),
             Ok(watcher::Event::Apply(o)) => {
                 let h = hash(&o);
-                self.worth(share, &o, h)
-                    .then_some(Ok(o))
-                    .into_iter()
-                    .collect()
+                if self.worth(share, &o, h) {
+                    self.held.remove(uid(&o));
+                    return Some(Ok(o));
+                }
             }
-            Ok(watcher::Event::Init) => {
-                self.listing = Some(std::collections::HashSet::new());
-                Vec::new()
-            }
+            Ok(watcher::Event::Init) => self.listing = Some(HashSet::new()),
             Ok(watcher::Event::InitApply(o)) => {
                 if let Some(seen) = self.listing.as_mut() {
-                    seen.insert(o.metadata.uid.clone().unwrap_or_default());
+                    seen.insert(uid(&o).to_owned());
                 }
                 let h = hash(&o);
                 if self.worth(share, &o, h) {
                     self.listed.push(o);
                 }
-                Vec::new()
             }
             // (objects kept across a list that starts over: their hashes are recorded already)
             Ok(watcher::Event::InitDone) => {
@@ -288,34 +332,95 @@ impl Seen {
                     self.hashes.retain(|uid, _| seen.contains(uid));
                 }
                 // taken, not drained: a drained Vec would keep room for a whole share
-                std::mem::take(&mut self.listed)
-                    .into_iter()
-                    .map(Ok)
-                    .collect()
+                for o in std::mem::take(&mut self.listed) {
+                    if self.held.insert(uid(&o).to_owned()) {
+                        self.backlog.push_back(o);
+                    }
+                }
             }
             Ok(watcher::Event::Delete(o)) => {
-                self.hashes
-                    .remove(o.metadata.uid.as_deref().unwrap_or_default());
-                Vec::new()
+                let uid = uid(&o);
+                self.hashes.remove(uid);
+                self.held.remove(uid);
+                pacer.finished(uid);
             }
         }
+        None
+    }
+
+    /// The next backlog object still worth a reconcile (in the share, not deleted, not
+    /// triggered by a live event since), marked let out.
+    fn release(&mut self, share: &Share, pacer: &Pacer) -> Option<Meta> {
+        while let Some(o) = self.backlog.pop_front() {
+            let uid = uid(&o);
+            if self.held.remove(uid) && self.hashes.contains_key(uid) && share.owns(uid) {
+                pacer.released(uid.to_owned());
+                return Some(o);
+            }
+        }
+        if self.backlog.capacity() > 64 {
+            self.backlog = VecDeque::new();
+            self.held = HashSet::new();
+        }
+        None
     }
 }
 
 /// The objects of `events` (after the cache) worth a reconcile: in the share, and new to this
 /// controller run or changed (their trigger `hash`). Objects a list brings are passed on only
-/// once it is done: until then the cache does not show them, and a reconcile of an object the
-/// cache does not show is dropped by the controller. An object dropped from the cache (deleted,
-/// or left the share) is forgotten, so it is reconciled once if it comes back.
+/// once it is done (until then the cache does not show them, and a reconcile of an object the
+/// cache does not show is dropped by the controller), and then at `pacer`'s pace; live events
+/// go first. An object dropped from the cache (deleted, or left the share) is forgotten, so it
+/// is reconciled once if it comes back. When `events` ends, the backlog is let out at once.
 pub fn triggers(
-    events: impl Stream<Item = Event> + Send,
+    events: impl Stream<Item = Event> + Send + 'static,
     share: Arc<Share>,
+    pacer: Arc<Pacer>,
     hash: fn(&Meta) -> u64,
 ) -> impl Stream<Item = Result<Meta, watcher::Error>> + Send {
-    let mut seen = Seen::default();
-    events
-        .map(move |ev| futures::stream::iter(seen.on(&share, ev, hash)))
-        .flatten()
+    struct Run {
+        events: Option<BoxStream<'static, Event>>,
+        seen: Seen,
+        share: Arc<Share>,
+        pacer: Arc<Pacer>,
+        hash: fn(&Meta) -> u64,
+    }
+    let run = Run {
+        events: Some(events.boxed()),
+        seen: Seen::default(),
+        share,
+        pacer,
+        hash,
+    };
+    futures::stream::unfold(run, |mut r| async move {
+        loop {
+            let Some(events) = r.events.as_mut() else {
+                let o = r.seen.release(&r.share, &r.pacer)?;
+                return Some((Ok(o), r));
+            };
+            let ev = if r.seen.backlog.is_empty() {
+                events.next().await
+            } else {
+                tokio::select! {
+                    biased;
+                    ev = events.next() => ev,
+                    () = r.pacer.room() => {
+                        match r.seen.release(&r.share, &r.pacer) {
+                            Some(o) => return Some((Ok(o), r)),
+                            None => continue,
+                        }
+                    }
+                }
+            };
+            let Some(ev) = ev else {
+                r.events = None;
+                continue;
+            };
+            if let Some(out) = r.seen.on(&r.share, &r.pacer, ev, r.hash) {
+                return Some((out, r));
+            }
+        }
+    })
 }
 
 /// Starts watching `api` (metadata only), each object stripped by `strip`. The list is paged

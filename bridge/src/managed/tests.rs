@@ -80,6 +80,7 @@ impl Env {
             kind,
             written: Mutex::default(),
             ready: Default::default(),
+            pacer: super::share::Pacer::new(4),
         });
         api.insert(
             "providerconfigs",

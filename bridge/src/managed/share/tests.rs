@@ -155,11 +155,20 @@ async fn what_a_list_brings_is_triggered_once_it_is_in_the_cache() {
         Ok(watcher::Event::Apply(meta("y"))),
         Ok(watcher::Event::Apply(meta("zz"))),
     ];
-    let out: Vec<String> = triggers(futures::stream::iter(evs), share, hash_of_name)
-        .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
-        .collect()
-        .await;
-    assert_eq!(out, ["x", "y", "zz"], "x once, after the list; y unchanged");
+    let out: Vec<String> = triggers(
+        futures::stream::iter(evs),
+        share,
+        Pacer::new(4),
+        hash_of_name,
+    )
+    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
+    .collect()
+    .await;
+    assert_eq!(
+        out,
+        ["zz", "x", "y"],
+        "the live event first; x once, after the list; y unchanged"
+    );
 }
 
 #[tokio::test]
@@ -174,10 +183,15 @@ async fn an_object_that_left_and_came_back_is_reconciled_once_more() {
         Ok(watcher::Event::InitApply(meta("x"))),
         Ok(watcher::Event::InitDone),
     ];
-    let out: Vec<String> = triggers(futures::stream::iter(evs), share, hash_of_name)
-        .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
-        .collect()
-        .await;
+    let out: Vec<String> = triggers(
+        futures::stream::iter(evs),
+        share,
+        Pacer::new(4),
+        hash_of_name,
+    )
+    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
+    .collect()
+    .await;
     assert_eq!(out, ["x", "x"]);
 }
 
@@ -192,10 +206,14 @@ async fn a_controller_started_again_reconciles_every_object_once() {
         ]
     };
     for run in 0..2 {
-        let out: Vec<Result<Meta, watcher::Error>> =
-            triggers(futures::stream::iter(list()), share.clone(), hash_of_name)
-                .collect()
-                .await;
+        let out: Vec<Result<Meta, watcher::Error>> = triggers(
+            futures::stream::iter(list()),
+            share.clone(),
+            Pacer::new(4),
+            hash_of_name,
+        )
+        .collect()
+        .await;
         assert_eq!(out.len(), 1, "run {run}: its first list reconciles x");
     }
 }
@@ -203,14 +221,196 @@ async fn a_controller_started_again_reconciles_every_object_once() {
 #[tokio::test]
 async fn objects_outside_the_share_are_never_triggered() {
     let share = Share::new(shard("a", &[&["a", "b"]]));
-    let (mine, theirs) = split(20);
+    let (mine, theirs) = split(200);
     let evs: Vec<Event> = vec![
         Ok(watcher::Event::Apply(meta(&mine[0]))),
         Ok(watcher::Event::Apply(meta(&theirs[0]))),
     ];
-    let out: Vec<String> = triggers(futures::stream::iter(evs), share, hash_of_name)
-        .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
-        .collect()
-        .await;
+    let out: Vec<String> = triggers(
+        futures::stream::iter(evs),
+        share,
+        Pacer::new(4),
+        hash_of_name,
+    )
+    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
+    .collect()
+    .await;
     assert_eq!(out, [mine[0].clone()]);
+}
+
+/// A watch fed by hand: the sender's events, then nothing more (the stream stays open).
+fn fed() -> (
+    tokio::sync::mpsc::UnboundedSender<Event>,
+    impl Stream<Item = Event> + Send + 'static,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    (tx, tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+}
+
+fn list_of(tx: &tokio::sync::mpsc::UnboundedSender<Event>, uids: &[String]) {
+    let _ = tx.send(Ok(watcher::Event::Init));
+    for u in uids {
+        let _ = tx.send(Ok(watcher::Event::InitApply(meta(u))));
+    }
+    let _ = tx.send(Ok(watcher::Event::InitDone));
+}
+
+/// The next trigger's uid, or `None` if nothing comes within `wait`.
+async fn next_within(
+    out: &mut (impl Stream<Item = Result<Meta, watcher::Error>> + Unpin),
+    wait: std::time::Duration,
+) -> Option<String> {
+    let o = tokio::time::timeout(wait, out.next()).await.ok()??;
+    o.ok()?.metadata.uid
+}
+
+const SHORT: std::time::Duration = std::time::Duration::from_millis(100);
+
+#[tokio::test]
+async fn listed_objects_are_let_out_a_window_at_a_time() {
+    let uids: Vec<String> = (0..8).map(|i| format!("u{i}")).collect();
+    let (tx, events) = fed();
+    let pacer = Pacer::with_stall(3, std::time::Duration::from_secs(60));
+    let mut out = Box::pin(triggers(events, Share::all(), pacer.clone(), hash_of_name));
+    list_of(&tx, &uids);
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        first.push(
+            next_within(&mut out, SHORT)
+                .await
+                .expect("a window's worth"),
+        );
+    }
+    assert_eq!(first, ["u0", "u1", "u2"], "in list order");
+    assert_eq!(pacer.in_flight(), 3);
+    assert_eq!(
+        next_within(&mut out, SHORT).await,
+        None,
+        "the window is full"
+    );
+    drop(pacer.reconciling("u1"));
+    assert_eq!(next_within(&mut out, SHORT).await.as_deref(), Some("u3"));
+    assert_eq!(next_within(&mut out, SHORT).await, None, "full again");
+    // a reconcile turned away (or of an object deleted meanwhile) frees its place too
+    let _ = tx.send(Ok(watcher::Event::Delete(meta("u0"))));
+    assert_eq!(next_within(&mut out, SHORT).await.as_deref(), Some("u4"));
+}
+
+#[tokio::test]
+async fn a_live_change_goes_before_the_backlog_and_is_not_repeated() {
+    let uids: Vec<String> = (0..6).map(|i| format!("u{i}")).collect();
+    let (tx, events) = fed();
+    let pacer = Pacer::with_stall(2, std::time::Duration::from_secs(60));
+    let mut out = Box::pin(triggers(events, Share::all(), pacer.clone(), hash_of_name));
+    list_of(&tx, &uids);
+    assert_eq!(next_within(&mut out, SHORT).await.as_deref(), Some("u0"));
+    assert_eq!(next_within(&mut out, SHORT).await.as_deref(), Some("u1"));
+    // a user changes u4 (its trigger hash changes) while the window is full
+    let mut changed = meta("u4");
+    changed.metadata.name = Some("u4-renamed".into());
+    let _ = tx.send(Ok(watcher::Event::Apply(changed)));
+    assert_eq!(
+        next_within(&mut out, SHORT).await.as_deref(),
+        Some("u4"),
+        "a live change waits for no window"
+    );
+    // a deleted one is never let out
+    let _ = tx.send(Ok(watcher::Event::Delete(meta("u3"))));
+    let mut rest = Vec::new();
+    for done in ["u0", "u1", "u2", "u5"] {
+        drop(pacer.reconciling(done));
+        if let Some(u) = next_within(&mut out, SHORT).await {
+            rest.push(u);
+        }
+    }
+    assert_eq!(rest, ["u2", "u5"], "u3 deleted, u4 already triggered");
+}
+
+#[tokio::test]
+async fn a_reconcile_that_never_ends_holds_the_pass_only_for_the_stall_time() {
+    let uids: Vec<String> = (0..3).map(|i| format!("u{i}")).collect();
+    let (tx, events) = fed();
+    let pacer = Pacer::with_stall(1, std::time::Duration::from_millis(200));
+    let mut out = Box::pin(triggers(events, Share::all(), pacer, hash_of_name));
+    list_of(&tx, &uids);
+    assert_eq!(next_within(&mut out, SHORT).await.as_deref(), Some("u0"));
+    assert_eq!(
+        next_within(&mut out, SHORT).await,
+        None,
+        "u0 still in flight"
+    );
+    let wait = std::time::Duration::from_secs(2);
+    assert_eq!(next_within(&mut out, wait).await.as_deref(), Some("u1"));
+}
+
+#[tokio::test]
+async fn changes_go_on_while_a_wider_share_is_listed() {
+    use kube::runtime::reflector::store::Writer;
+    use std::time::Duration;
+
+    let (mine, theirs) = split(40);
+    let share = Share::new(shard("a", &[&["a", "b"]]));
+    let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let writer: Writer<Meta> = Writer::new(ar);
+    // the first watch: a's objects listed, then whatever the test sends; the second (after the
+    // share widens): a list that has not finished
+    let (live_tx, live_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let first_watch = Arc::new(Mutex::new(Some((mine.clone(), live_rx))));
+    let lister = move || -> BoxStream<'static, Event> {
+        match first_watch.lock().expect("lock").take() {
+            Some((objects, rx)) => {
+                let listed: Vec<Event> = std::iter::once(Ok(watcher::Event::Init))
+                    .chain(
+                        objects
+                            .iter()
+                            .map(|u| Ok(watcher::Event::InitApply(meta(u)))),
+                    )
+                    .chain([Ok(watcher::Event::InitDone)])
+                    .collect();
+                futures::stream::iter(listed)
+                    .chain(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+                    .boxed()
+            }
+            None => futures::stream::iter([Ok(watcher::Event::Init)])
+                .chain(futures::stream::pending())
+                .boxed(),
+        }
+    };
+    let mut out = Box::pin(events(share.clone(), writer.as_reader(), lister));
+    let mut seen = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(100), out.next()).await {
+        seen.push(ev);
+    }
+    assert_eq!(seen.len(), mine.len() + 2, "a's first list");
+    share.set(shard("a", &[&["a"]]));
+    assert!(
+        matches!(next_event(&mut out).await, Some(Ok(watcher::Event::Init))),
+        "the wider share is listed"
+    );
+    // the list is under way; a change on the old watch still comes through
+    let _ = live_tx.send(Ok(watcher::Event::Apply(meta(&theirs[0]))));
+    let _ = live_tx.send(Ok(watcher::Event::Init));
+    let _ = live_tx.send(Ok(watcher::Event::Apply(meta(&mine[1]))));
+    let uid = |ev: Option<Event>| match ev {
+        Some(Ok(watcher::Event::Apply(o))) => o.metadata.uid,
+        _ => None,
+    };
+    assert_eq!(
+        uid(next_event(&mut out).await),
+        Some(theirs[0].clone()),
+        "now in the share"
+    );
+    assert_eq!(
+        uid(next_event(&mut out).await),
+        Some(mine[1].clone()),
+        "the old watch's own relist is not passed on"
+    );
+    assert!(next_event(&mut out).await.is_none());
+}
+
+async fn next_event(out: &mut (impl Stream<Item = Event> + Unpin)) -> Option<Event> {
+    tokio::time::timeout(std::time::Duration::from_millis(200), out.next())
+        .await
+        .ok()
+        .flatten()
 }

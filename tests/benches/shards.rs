@@ -278,8 +278,7 @@ fn run(
             drop(ops);
             continue;
         }
-        let victim = labels.last().context("no replica")?;
-        eprintln!("fail-over: {}", failover(bed, ops, (p, victim))?);
+        eprintln!("fail-over: {}", failover(bed, ops, (p, labels))?);
     }
     report(n, (one, three), &rows);
     Ok(())
@@ -305,8 +304,14 @@ fn storage(bed: &FixtureBed, n: usize) -> anyhow::Result<()> {
 }
 
 /// Which of `names` the replica whose identity starts with `victim` owns, by the ring of the
-/// live members' Leases (what the replicas themselves compute).
-fn owned_by(bed: &FixtureBed, names: &[String], victim: &str) -> anyhow::Result<Vec<String>> {
+/// live members' Leases (what the replicas themselves compute). The live members are the
+/// holders named after `live`: replicas killed earlier leave Leases behind until they expire
+/// for good, and a ring with them in it places objects elsewhere.
+fn owned_by(
+    bed: &FixtureBed,
+    names: &[String],
+    (victim, live): (&str, &[&str]),
+) -> anyhow::Result<Vec<String>> {
     use kraken_bridge::kit::ring::View;
     let leases: serde_json::Value = serde_json::from_str(&bed.cp.kubectl(&[
         "-n",
@@ -323,7 +328,12 @@ fn owned_by(bed: &FixtureBed, names: &[String], victim: &str) -> anyhow::Result<
         .context("no Lease list")?
         .iter()
         .filter_map(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
+        .filter(|h| live.iter().any(|l| h.starts_with(&format!("{l}-"))))
         .collect();
+    anyhow::ensure!(
+        members.len() == live.len(),
+        "membership Leases of {live:?}: {members:?}"
+    );
     let view = View::new(members.iter().cloned());
     let objects: serde_json::Value = serde_json::from_str(
         &bed.cp
@@ -372,10 +382,11 @@ fn spread(v: &mut [f64]) -> String {
 fn failover(
     bed: &FixtureBed,
     mut ops: Vec<Operator>,
-    (p, label): (usize, &str),
+    (p, live): (usize, &[&str]),
 ) -> anyhow::Result<String> {
+    let label = live.last().context("no replica")?;
     let pool: Vec<String> = (0..p * 3).map(|i| format!("bulk-{i:05}")).collect();
-    let victims = owned_by(bed, &pool, label)?;
+    let victims = owned_by(bed, &pool, (label, live))?;
     let theirs: Vec<String> = victims.iter().take(p / 3).cloned().collect();
     let own: Vec<String> = pool
         .iter()
@@ -430,12 +441,24 @@ fn failover(
     #[allow(clippy::cast_precision_loss)]
     let secs = |from: u128, to: u128| to.saturating_sub(from) as f64 / 1e9;
     let (mut taken, mut waited) = (Vec::new(), Vec::new());
+    let mut detail = Vec::new();
     for (name, at) in updates()? {
         match patched.get(&name) {
-            Some(&from) => waited.push(secs(from, at)),
+            Some(&from) => {
+                waited.push(secs(from, at));
+                detail.push(format!(
+                    "{name} +{:.1}s→{:.1}s",
+                    secs(killed, from),
+                    secs(from, at)
+                ));
+            }
             None => taken.push(secs(killed, at)),
         }
     }
+    eprintln!(
+        "the survivors' changes (patched after the kill → applied after): {}",
+        detail.join(", ")
+    );
     Ok(format!(
         "{} changes at rest, one at a time, applied after their change: {}; a replica SIGKILLed (lease {LEASE:?}); its {} changed objects applied after the kill: {}; the survivors' own {}, changed one at a time over {:?} after the kill, applied after their change: {}",
         at_rest.len(),

@@ -137,6 +137,19 @@ async fn the_cache_follows_the_share_listing_only_when_it_may_grow() {
     task.abort();
 }
 
+/// The names `triggers` passes on for a finite `evs`, in order.
+async fn triggered(evs: Vec<Event>, share: Arc<Share>) -> Vec<String> {
+    triggers(
+        futures::stream::iter(evs),
+        share,
+        Pacer::new(4),
+        hash_of_name,
+    )
+    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
+    .collect()
+    .await
+}
+
 fn hash_of_name(m: &Meta) -> u64 {
     m.metadata.name.as_deref().map_or(0, |n| n.len() as u64)
 }
@@ -155,15 +168,7 @@ async fn what_a_list_brings_is_triggered_once_it_is_in_the_cache() {
         Ok(watcher::Event::Apply(meta("y"))),
         Ok(watcher::Event::Apply(meta("zz"))),
     ];
-    let out: Vec<String> = triggers(
-        futures::stream::iter(evs),
-        share,
-        Pacer::new(4),
-        hash_of_name,
-    )
-    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
-    .collect()
-    .await;
+    let out = triggered(evs, share).await;
     assert_eq!(
         out,
         ["zz", "x", "y"],
@@ -183,15 +188,7 @@ async fn an_object_that_left_and_came_back_is_reconciled_once_more() {
         Ok(watcher::Event::InitApply(meta("x"))),
         Ok(watcher::Event::InitDone),
     ];
-    let out: Vec<String> = triggers(
-        futures::stream::iter(evs),
-        share,
-        Pacer::new(4),
-        hash_of_name,
-    )
-    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
-    .collect()
-    .await;
+    let out = triggered(evs, share).await;
     assert_eq!(out, ["x", "x"]);
 }
 
@@ -226,15 +223,7 @@ async fn objects_outside_the_share_are_never_triggered() {
         Ok(watcher::Event::Apply(meta(&mine[0]))),
         Ok(watcher::Event::Apply(meta(&theirs[0]))),
     ];
-    let out: Vec<String> = triggers(
-        futures::stream::iter(evs),
-        share,
-        Pacer::new(4),
-        hash_of_name,
-    )
-    .map(|r| r.expect("no error").metadata.name.unwrap_or_default())
-    .collect()
-    .await;
+    let out = triggered(evs, share).await;
     assert_eq!(out, [mine[0].clone()]);
 }
 

@@ -60,6 +60,14 @@ fn meta(uid: &str) -> Meta {
     m
 }
 
+/// A list of `uids`, as a watch delivers it: Init, InitApply…, InitDone.
+fn list_events(uids: &[String]) -> Vec<Event> {
+    std::iter::once(Ok(watcher::Event::Init))
+        .chain(uids.iter().map(|u| Ok(watcher::Event::InitApply(meta(u)))))
+        .chain([Ok(watcher::Event::InitDone)])
+        .collect()
+}
+
 /// A fake watch: every list replays `objects` (Init, InitApply…, InitDone), then waits.
 fn fake_lister(
     objects: Vec<String>,
@@ -67,15 +75,7 @@ fn fake_lister(
 ) -> impl Fn() -> BoxStream<'static, Event> + Send + 'static {
     move || {
         lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let evs: Vec<Event> = std::iter::once(Ok(watcher::Event::Init))
-            .chain(
-                objects
-                    .iter()
-                    .map(|u| Ok(watcher::Event::InitApply(meta(u)))),
-            )
-            .chain([Ok(watcher::Event::InitDone)])
-            .collect();
-        futures::stream::iter(evs)
+        futures::stream::iter(list_events(&objects))
             .chain(futures::stream::pending())
             .boxed()
     }
@@ -237,11 +237,9 @@ fn fed() -> (
 }
 
 fn list_of(tx: &tokio::sync::mpsc::UnboundedSender<Event>, uids: &[String]) {
-    let _ = tx.send(Ok(watcher::Event::Init));
-    for u in uids {
-        let _ = tx.send(Ok(watcher::Event::InitApply(meta(u))));
+    for ev in list_events(uids) {
+        let _ = tx.send(ev);
     }
-    let _ = tx.send(Ok(watcher::Event::InitDone));
 }
 
 /// The next trigger's uid, or `None` if nothing comes within `wait`.
@@ -347,19 +345,9 @@ async fn changes_go_on_while_a_wider_share_is_listed() {
     let first_watch = Arc::new(Mutex::new(Some((mine.clone(), live_rx))));
     let lister = move || -> BoxStream<'static, Event> {
         match first_watch.lock().expect("lock").take() {
-            Some((objects, rx)) => {
-                let listed: Vec<Event> = std::iter::once(Ok(watcher::Event::Init))
-                    .chain(
-                        objects
-                            .iter()
-                            .map(|u| Ok(watcher::Event::InitApply(meta(u)))),
-                    )
-                    .chain([Ok(watcher::Event::InitDone)])
-                    .collect();
-                futures::stream::iter(listed)
-                    .chain(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
-                    .boxed()
-            }
+            Some((objects, rx)) => futures::stream::iter(list_events(&objects))
+                .chain(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+                .boxed(),
             None => futures::stream::iter([Ok(watcher::Event::Init)])
                 .chain(futures::stream::pending())
                 .boxed(),

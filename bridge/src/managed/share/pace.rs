@@ -60,11 +60,6 @@ impl Pacer {
         self.released.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How many listed objects may be queued or running at once.
-    pub fn window(&self) -> usize {
-        self.window
-    }
-
     /// Listed objects let out whose reconcile has not ended.
     pub fn in_flight(&self) -> usize {
         self.lock().len()

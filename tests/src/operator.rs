@@ -362,6 +362,24 @@ impl Drop for Operator {
     }
 }
 
+/// A test's failure `e` with the log tails of the operators it ran (each with its label),
+/// `lines` lines in all. The cause comes first and again at the end: CI shows the start of a
+/// failure and cuts long output.
+pub fn with_log_tails(e: anyhow::Error, ops: &[(&str, &Operator)], lines: usize) -> anyhow::Error {
+    let each = lines / ops.len().max(1);
+    let tails: Vec<String> = ops
+        .iter()
+        .map(|(label, op)| {
+            format!(
+                "{label} log tail, without provider output ({}):\n{}",
+                op.log_path().display(),
+                op.log_tail(each)
+            )
+        })
+        .collect();
+    anyhow::anyhow!("{e:#}\n\n{}\n\ncause again: {e:#}", tails.join("\n\n"))
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;

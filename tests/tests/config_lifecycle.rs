@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::moto::{Ec2Probe, Moto};
 use kraken_tests::operator::bed::{describe, is_reconciled, wait_condition};
-use kraken_tests::operator::{Operator, OperatorOptions, condition};
+use kraken_tests::operator::{Operator, OperatorOptions, condition, with_log_tails};
 use kraken_tests::{ControlPlane, TestEnv, repo_root, scratch_dir, wait_for};
 use serde_json::Value;
 
@@ -174,13 +174,7 @@ impl Bed {
     }
 
     fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
-        result.map_err(|e| {
-            e.context(format!(
-                "operator log tail ({}):\n{}",
-                self.op.log_path().display(),
-                self.op.log_tail(60)
-            ))
-        })
+        result.map_err(|e| with_log_tails(e, &[("operator", &self.op)], 60))
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::operator::bed::{OBJECTS, describe, is_reconciled, yaml_documents};
-use kraken_tests::operator::{Operator, OperatorOptions, free_port};
+use kraken_tests::operator::{Operator, OperatorOptions, free_port, with_log_tails};
 use kraken_tests::{
     ControlPlane, FIXTURE_ADDRESS, TestEnv, ledger, repo_root, scratch_dir, wait_for,
 };
@@ -358,7 +358,7 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         no_forbidden(&op)?;
         Ok(())
     })();
-    let result = result.map_err(|e| e.context(format!("operator log tail:\n{}", op.log_tail(60))));
+    let result = result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60));
     result?;
 
     // helm upgrade: the Deployment follows the values; CRDs are Helm's to install, never to
@@ -484,5 +484,5 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         no_forbidden(&op)?;
         Ok(())
     })();
-    result.map_err(|e| e.context(format!("operator log tail:\n{}", op.log_tail(60))))
+    result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60))
 }

@@ -160,12 +160,5 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
         );
         Ok(())
     })();
-    let result = result.map_err(|e| {
-        e.context(format!(
-            "replica-b log tail:\n{}\nreplica-a log tail:\n{}",
-            b.log_tail(40),
-            bed.op.log_tail(40)
-        ))
-    });
-    bed.finish(result)
+    bed.finish_with(result, &[("replica-b", &b)])
 }

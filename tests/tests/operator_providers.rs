@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ledger;
 use kraken_tests::operator::bed::wait_condition;
-use kraken_tests::operator::{Operator, OperatorOptions, condition};
+use kraken_tests::operator::{Operator, OperatorOptions, condition, with_log_tails};
 use kraken_tests::registry_server::{
     Publish, RegistryServer, SigningIdentity, package_zip, single_file_h1,
 };
@@ -120,13 +120,7 @@ impl Bed {
     }
 
     fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
-        result.map_err(|e| {
-            e.context(format!(
-                "operator log tail ({}):\n{}",
-                self.op.log_path().display(),
-                self.op.log_tail(80)
-            ))
-        })
+        result.map_err(|e| with_log_tails(e, &[("operator", &self.op)], 80))
     }
 }
 

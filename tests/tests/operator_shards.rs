@@ -15,10 +15,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
-use kraken_tests::ledger;
 use kraken_tests::operator::bed::{object_manifest, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
-use kraken_tests::wait_for;
+use kraken_tests::{clock_now, ledger, wait_for};
 use serde_json::{Value, json};
 
 const N: usize = 1000;
@@ -107,6 +106,7 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
         wait_for(Duration::from_secs(180), "a third of the creates", || {
             Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
         })?;
+        eprintln!("{} killing replica-c", clock_now());
         c.kill()?;
         let killed = Instant::now();
         let shares = settled(&[&bed.op, &b], 2)?;
@@ -123,9 +123,11 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
             bed.patch_objects(chunk, &json!({"spec": {"forProvider": {"size": 2}}}))?;
             let done = (i + 1) * 50;
             if done == N / 4 {
+                eprintln!("{} starting replica-d", clock_now());
                 d = Some(Operator::start(&bed.cp, options("replica-d"))?);
             }
             if done == N / 2 {
+                eprintln!("{} killing replica-a", clock_now());
                 bed.op.kill()?;
             }
         }
@@ -142,6 +144,7 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
 
         // Scaled down: replica-d leaves the ring on SIGTERM (its Lease deleted), so replica-b
         // takes everything at once instead of after a lease duration.
+        eprintln!("{} terminating replica-d", clock_now());
         let leaving = Instant::now();
         d.terminate(Duration::from_secs(60))?;
         wait_for(LEASE * 2, "replica-b alone in the ring", || {
@@ -158,15 +161,29 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
             "a graceful leave took {handover:?}, as long as a lease"
         );
 
-        ledger::expect_each(bed.ledger_dir(), N, (1, 1, 0))?;
-        Ok(())
+        exactly_once(&bed)
     })();
-    let result = result.map_err(|e| {
-        e.context(format!(
-            "replica-b log tail:\n{}\nreplica-a log tail:\n{}",
-            b.log_tail(30),
-            bed.op.log_tail(30)
-        ))
-    });
-    bed.finish(result)
+    let mut more = vec![("replica-b", &b), ("replica-c", &c)];
+    more.extend(d.as_ref().map(|d| ("replica-d", d)));
+    bed.finish_with(result, &more)
+}
+
+/// The ledger shows one create and one update per object; if not, the error says which
+/// replica reconciled the first objects written otherwise, and when (their Events).
+fn exactly_once(bed: &FixtureBed) -> anyhow::Result<()> {
+    let Err(e) = ledger::expect_each(bed.ledger_dir(), N, (1, 1, 0)) else {
+        return Ok(());
+    };
+    let wrong = ledger::writes_by_name(bed.ledger_dir())?
+        .into_iter()
+        .filter(|(_, w)| *w != (1, 1, 0))
+        .take(5);
+    let mut trails = Vec::new();
+    for (name, _) in wrong {
+        trails.push(format!("{name}: {}", bed.event_trail(&name)?.join(", ")));
+    }
+    Err(anyhow::anyhow!(
+        "{e:#}\ntheir Events:\n{}",
+        trails.join("\n")
+    ))
 }

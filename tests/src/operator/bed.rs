@@ -198,6 +198,39 @@ impl FixtureBed {
         events_for(&self.cp, &self.ns, name)
     }
 
+    /// The Events about `name`, oldest first, as `<time> <reporting instance> <reason>`: which
+    /// replica did what when, to tell a failure's story.
+    pub fn event_trail(&self, name: &str) -> anyhow::Result<Vec<String>> {
+        let selector = format!("involvedObject.name={name}");
+        let list: Value = serde_json::from_str(&self.cp.kubectl(&[
+            "get",
+            "events",
+            "-n",
+            &self.ns,
+            "--field-selector",
+            &selector,
+            "-o",
+            "json",
+        ])?)?;
+        let mut trail: Vec<String> = list["items"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or("?");
+                format!(
+                    "{} {} {}",
+                    s("eventTime"),
+                    s("reportingInstance"),
+                    s("reason")
+                )
+            })
+            .collect();
+        trail.sort();
+        Ok(trail)
+    }
+
     /// Wait for an Event with this reason about `name`; returns its message.
     pub fn wait_event(
         &self,
@@ -307,23 +340,31 @@ impl FixtureBed {
     /// Finish a test: on failure, attach the operator's log tail to the error; on success,
     /// also fail if the operator log shows a panic.
     pub fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
+        self.finish_with(result, &[])
+    }
+
+    /// [`finish`](Self::finish) for a test that runs `more` operators beside the bed's own
+    /// (replicas, each with its label): each one's log is checked for a panic, and on failure
+    /// each one's log tail follows the bed operator's.
+    pub fn finish_with<T>(
+        &self,
+        result: anyhow::Result<T>,
+        more: &[(&str, &Operator)],
+    ) -> anyhow::Result<T> {
+        let ops: Vec<(&str, &Operator)> = std::iter::once(("operator", &self.op))
+            .chain(more.iter().copied())
+            .collect();
         match result {
             Ok(v) => {
-                let logs = self.op.logs()?;
-                if let Some(line) = logs.lines().find(|l| l.contains("panicked at")) {
-                    bail!(
-                        "the operator panicked: {line}\nlog tail:\n{}",
-                        self.op.log_tail(60)
-                    );
+                for (label, op) in &ops {
+                    let logs = op.logs()?;
+                    if let Some(line) = logs.lines().find(|l| l.contains("panicked at")) {
+                        bail!("{label} panicked: {line}\nlog tail:\n{}", op.log_tail(60));
+                    }
                 }
                 Ok(v)
             }
-            // The cause first: CI shows the start of a failure and cuts long output.
-            Err(e) => Err(anyhow::anyhow!(
-                "{e:#}\n\noperator log tail, without provider output ({}):\n{}\n\ncause again: {e:#}",
-                self.op.log_path().display(),
-                self.op.log_tail(60)
-            )),
+            Err(e) => Err(super::with_log_tails(e, &ops, 60)),
         }
     }
 }

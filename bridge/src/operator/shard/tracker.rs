@@ -3,8 +3,9 @@
 //!
 //! The handshake, per replica:
 //! 1. The live members form a new view → act on less at once: the objects the last settled view,
-//!    every view confirmed since, *and* the new one all give this replica. The controllers are
-//!    restarted on that (graceful: work in flight finishes), and report the generation applied.
+//!    every view confirmed since, *and* the new one all give this replica. The running
+//!    controllers take it in place (`managed::share`: no reconcile of an object that left starts,
+//!    and those in flight finish), then report the generation applied.
 //! 2. Drained → confirm the new view on the Lease (`ack`).
 //! 3. Every live member has confirmed the same view → it is settled: act on all of its share.
 //!

@@ -537,22 +537,41 @@ fn split_sample(line: &str) -> Option<(&str, Labels, &str)> {
     }
 }
 
-/// SIGKILL `pid` and all its descendants. The root is stopped first so that it cannot start
-/// a process between the look at /proc and the kill; then everything is killed at once and
-/// awaited (a killed descendant counts as gone once it is a zombie).
+/// How long the processes below a killed operator have to exit after SIGTERM.
+const TERM_GRACE: Duration = Duration::from_secs(10);
+
+/// Kill `pid` and all its descendants: an operator dying with its provider processes. The root
+/// is stopped first, so that it cannot start a process between the look at /proc and the kill,
+/// then SIGKILLed. The processes below it get SIGTERM, and SIGKILL if they are still there
+/// after [`TERM_GRACE`]. On SIGTERM the fixture provider finishes the applies it has in flight
+/// and exits, the way a cloud completes a request it has begun whatever happens to the caller,
+/// so its ledger never holds half a mutation; HashiCorp's providers exit at once. Everything is
+/// awaited (a process counts as gone once it is a zombie).
 pub fn kill_tree(pid: u32) -> anyhow::Result<()> {
     signal("-STOP", &[pid])?;
-    let mut pids = vec![pid];
-    pids.extend(descendants(pid)?);
-    signal("-KILL", &pids)?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for p in &pids[1..] {
-        while process_alive(*p) {
-            if Instant::now() > deadline {
-                bail!("process {p} (below the operator {pid}) survived SIGKILL");
+    let below = descendants(pid)?;
+    signal("-KILL", &[pid])?;
+    if below.is_empty() {
+        return Ok(());
+    }
+    signal("-TERM", &below)?;
+    let gone = |deadline: Instant| {
+        below.iter().all(|p| {
+            while process_alive(*p) {
+                if Instant::now() > deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            true
+        })
+    };
+    if gone(Instant::now() + TERM_GRACE) {
+        return Ok(());
+    }
+    signal("-KILL", &below)?;
+    if !gone(Instant::now() + Duration::from_secs(5)) {
+        bail!("a process below the operator {pid} survived SIGKILL: {below:?}");
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Scale-out: three `kraken operator --shards auto` replicas split 1,000 fixture objects by a
 //! consistent hash of their UIDs, while replicas are killed and added:
-//! - during the creates, replica-c is SIGKILLed (with its providers): once its membership Lease
-//!   expires, replica-a and replica-b take its share;
+//! - during the creates, replica-c is SIGKILLed (its providers, the fake cloud's side, finish
+//!   the applies in flight and exit: `kill_tree`): once its membership Lease expires,
+//!   replica-a and replica-b take its share;
 //! - during the changes, replica-d joins (the others drain what moves to it before it starts)
 //!   and then replica-a is SIGKILLed;
 //! - at the end replica-d is SIGTERMed: it leaves the ring (deletes its Lease) and replica-b

@@ -52,14 +52,42 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The lines of a file up to its unit-test module.
+/// The lines of a file without its test-only items: each `#[cfg(test)]` item (a module, a
+/// `mod x;` declaration, a helper) is left out, with the attributes after the `#[cfg(test)]`,
+/// wherever it stands. (Counting only up to the first `#[cfg(test)]` let a `#[cfg(test)] mod
+/// fake;` at the top hide a whole file.)
 fn production_lines(text: &str) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
-    let end = lines
-        .iter()
-        .position(|l| l.trim() == "#[cfg(test)]")
-        .unwrap_or(lines.len());
-    lines[..end].to_vec()
+    let mut out = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            out.push(lines[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        while i < lines.len() && lines[i].trim_start().starts_with("#[") {
+            i += 1;
+        }
+        let (mut depth, mut opened) = (0usize, false);
+        while i < lines.len() {
+            let (o, c) = braces(lines[i]);
+            depth += o;
+            opened |= o > 0;
+            depth = depth.saturating_sub(c);
+            let ends = if opened {
+                depth == 0
+            } else {
+                lines[i].trim_end().ends_with(';')
+            };
+            i += 1;
+            if ends {
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// `{` and `}` of a line outside string and char literals and comments.
@@ -189,4 +217,14 @@ fn the_scanner_counts_bodies_not_strings() {
     let found = long_functions(&lines);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].1, "a");
+}
+
+#[test]
+fn test_only_items_are_left_out_wherever_they_stand() {
+    let src = "#[cfg(test)]\nmod fake;\nfn a() {}\n#[cfg(test)]\n#[path = \"x/tests.rs\"]\nmod tests;\n\
+        fn b() {\n}\n#[cfg(test)]\nmod more {\n    fn c() {}\n}\nfn d() {}\n";
+    assert_eq!(
+        production_lines(src),
+        ["fn a() {}", "fn b() {", "}", "fn d() {}"]
+    );
 }

@@ -345,28 +345,7 @@ pub async fn configured(
             .map_err(|e| invalid(e.to_string()))?,
         (None, None) => return Err(invalid("set spec.providerRef or spec.source".to_owned())),
     };
-    let mut config = pc
-        .spec
-        .config
-        .clone()
-        .unwrap_or_else(|| Json::Object(Default::default()));
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    for from in &pc.spec.config_from {
-        let value = secret_value(
-            &secrets,
-            &from.secret_key_ref.name,
-            &from.secret_key_ref.key,
-        )
-        .await
-        .map_err(|e| match e {
-            Error::SecretMissing(m) => {
-                Error::SecretMissing(format!("{m} (configFrom of ProviderConfig {pc_name})"))
-            }
-            other => other,
-        })?;
-        set_json_path(&mut config, &from.path, Json::String(value))
-            .map_err(|e| invalid(format!("configFrom: {e}")))?;
-    }
+    let config = with_config_from(ctx, namespace, pc).await?;
     let key = PoolKey {
         address: resolved.address.clone(),
         version: resolved.version.clone(),
@@ -400,6 +379,38 @@ pub async fn configured(
         })?;
     let digest = config_digest(&key.uid, &key.digest);
     Ok((resolved, host, digest))
+}
+
+/// `spec.config` with the values `spec.configFrom` takes from Secrets in `namespace` merged in.
+async fn with_config_from(ctx: &Source, namespace: &str, pc: &ProviderConfig) -> Result<Json> {
+    let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
+    let mut config = pc
+        .spec
+        .config
+        .clone()
+        .unwrap_or_else(|| Json::Object(Default::default()));
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    for from in &pc.spec.config_from {
+        let value = secret_value(
+            &secrets,
+            &from.secret_key_ref.name,
+            &from.secret_key_ref.key,
+        )
+        .await
+        .map_err(|e| match e {
+            Error::SecretMissing(m) => {
+                Error::SecretMissing(format!("{m} (configFrom of ProviderConfig {pc_name})"))
+            }
+            other => other,
+        })?;
+        set_json_path(&mut config, &from.path, Json::String(value)).map_err(|e| {
+            Error::ProviderConfigInvalid {
+                name: pc_name.to_owned(),
+                message: format!("configFrom: {e}"),
+            }
+        })?;
+    }
+    Ok(config)
 }
 
 /// [`Configured::config_digest`] of the ProviderConfig with `uid` configured as `digest`.
@@ -588,71 +599,4 @@ pub fn secret_text(secret: &Secret, name: &str, key: &str) -> Result<String> {
 }
 
 #[cfg(test)]
-mod verify_tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::kit::fake_api::FakeApi;
-    use crate::provider::pool::PoolOptions;
-
-    #[tokio::test]
-    async fn a_package_changed_after_install_is_not_launched() {
-        let api = FakeApi::new();
-        let pool = Arc::new(ProviderPool::new(PoolOptions {
-            max_concurrency_per_process: 1,
-            idle_timeout: Duration::from_secs(60),
-        }));
-        let source = Source::new(api.client(), pool, Resolver::new(Vec::new()));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let binary = dir.path().join("terraform-provider-x_v1.0.0");
-        std::fs::write(&binary, b"the provider as installed").expect("write");
-        let h1 = kraken_registry_fetch::hash::dir_hash(dir.path())
-            .expect("hash")
-            .as_str()
-            .to_owned();
-        let resolved = Resolved {
-            address: "registry.terraform.io/x/x".into(),
-            version: "1.0.0".into(),
-            binary: binary.clone(),
-        };
-        let recorded = vec![h1, "zh:0000".to_owned()];
-        assert_eq!(source.verify(&resolved, &recorded).await, Ok(()));
-        // Someone with write access to the plugin cache swaps the binary.
-        std::fs::write(&binary, b"something else entirely!").expect("write");
-        let err = source
-            .verify(&resolved, &recorded)
-            .await
-            .expect_err("refused");
-        assert!(err.contains("will not be launched"), "{err}");
-        // Nothing recorded (installed before hashes were kept): nothing to compare.
-        assert_eq!(source.verify(&resolved, &[]).await, Ok(()));
-    }
-
-    #[tokio::test]
-    async fn field_maps_no_one_holds_are_dropped_past_the_bound() {
-        let pool = Arc::new(ProviderPool::new(PoolOptions {
-            max_concurrency_per_process: 1,
-            idle_timeout: Duration::from_secs(60),
-        }));
-        let source = Source::new(FakeApi::new().client(), pool, Resolver::new(Vec::new()));
-        let schema = kraken_codegen::schema::Schema::default();
-        let key = |i: usize| ("p".to_owned(), "1".to_owned(), format!("t{i}"));
-        let held = source.field_map(key(0), || FieldMap::for_resource("t0", &schema));
-        for i in 1..MAX_FIELD_MAPS {
-            source.field_map(key(i), || FieldMap::for_resource("t", &schema));
-        }
-        let count = || {
-            source
-                .field_maps
-                .lock()
-                .map(|m| m.len())
-                .unwrap_or_default()
-        };
-        assert_eq!(count(), MAX_FIELD_MAPS);
-        // One more: the unused ones go, the held one stays (the same map, not rebuilt).
-        source.field_map(key(MAX_FIELD_MAPS), || FieldMap::for_resource("t", &schema));
-        assert_eq!(count(), 2);
-        let again = source.field_map(key(0), || FieldMap::for_resource("t0", &schema));
-        assert!(Arc::ptr_eq(&held, &again));
-    }
-}
+mod verify_tests;

@@ -22,14 +22,22 @@
 //! [`FieldMap::kube_path`] maps back. Below `dynamic` and tuple types values are plain JSON
 //! keyed by Terraform's own names (as in the CRDs, see [`kraken_codegen::names`]).
 
+mod json_path;
+mod render;
 mod tree;
+mod walk;
+
+pub use json_path::set_json_path;
+pub use walk::ArgsToSpec;
 
 use kraken_codegen::names::SECRET_REF_SUFFIX;
 use kraken_codegen::schema::Schema;
 use serde_json::{Map, Value as Json};
 
 use crate::value::{AttrPath, PathStep};
+use render::render;
 use tree::{Level, Node, Slot, views};
+use walk::{args_object, refs_in_object, secret_ref, status_object};
 
 #[cfg(test)]
 mod tests;
@@ -56,9 +64,6 @@ pub struct SecretRef {
     pub name: String,
     pub key: String,
 }
-
-/// Highest list index [`set_json_path`] creates: bounds what one path can allocate.
-const MAX_CREATED_INDEX: usize = 1023;
 
 /// The field mapping of one resource type (or of a provider's configuration block).
 #[derive(Debug, Clone)]
@@ -402,277 +407,4 @@ impl ToTf<'_> {
             ))
         })
     }
-}
-
-/// `{name, key}` with both non-empty strings.
-fn secret_ref(value: &Json) -> Option<SecretRef> {
-    let text = |field: &str| {
-        value
-            .get(field)
-            .and_then(Json::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-    };
-    Some(SecretRef {
-        name: text("name")?,
-        key: text("key")?,
-    })
-}
-
-fn refs_in_object(level: &Level, members: &Map<String, Json>, out: &mut Vec<SecretRef>) {
-    for (name, value) in members {
-        if let Some(slot) = level.by_name(name) {
-            refs_in_value(&slot.node, value, out);
-        }
-    }
-}
-
-fn refs_in_value(node: &Node, value: &Json, out: &mut Vec<SecretRef>) {
-    match (node, value) {
-        (Node::Secret { .. }, _) => {
-            if let Some(reference) = secret_ref(value)
-                && !out.contains(&reference)
-            {
-                out.push(reference);
-            }
-        }
-        (Node::Object(level), Json::Object(members)) => refs_in_object(level, members, out),
-        (Node::List(item), Json::Array(items)) => {
-            items.iter().for_each(|v| refs_in_value(item, v, out));
-        }
-        (Node::Map(item), Json::Object(members)) => {
-            members.values().for_each(|v| refs_in_value(item, v, out));
-        }
-        _ => {}
-    }
-}
-
-/// What [`FieldMap::args_to_spec`] made of a configuration's arguments.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ArgsToSpec {
-    pub for_provider: Json,
-    /// Arguments the schema does not have, dotted Terraform paths.
-    pub unknown: Vec<String>,
-    /// Sensitive arguments: the dotted Kubernetes path of the `xSecretRef` field and the value.
-    pub sensitive: Vec<(String, Json)>,
-}
-
-fn args_object(level: &Level, members: &Map<String, Json>, at: &str, out: &mut ArgsToSpec) -> Json {
-    let mut obj = Map::new();
-    for (tf_name, value) in members {
-        let here = if at.is_empty() {
-            tf_name.clone()
-        } else {
-            format!("{at}.{tf_name}")
-        };
-        let Some(slot) = level.by_tf(tf_name) else {
-            out.unknown.push(here);
-            continue;
-        };
-        if value.is_null() {
-            continue;
-        }
-        let kube = if at.is_empty() {
-            slot.name.clone()
-        } else {
-            format!("{at}.{}", slot.name)
-        };
-        match &slot.node {
-            Node::Secret { .. } => out.sensitive.push((kube, value.clone())),
-            node => {
-                obj.insert(slot.name.clone(), args_value(node, value, &kube, out));
-            }
-        }
-    }
-    Json::Object(obj)
-}
-
-fn args_value(node: &Node, value: &Json, at: &str, out: &mut ArgsToSpec) -> Json {
-    match (node, value) {
-        (Node::Object(level), Json::Object(members)) => args_object(level, members, at, out),
-        // A single nested block is written as a one-element list in a configuration.
-        (Node::Object(level), Json::Array(items)) if items.len() == 1 => match &items[0] {
-            Json::Object(members) => args_object(level, members, at, out),
-            other => other.clone(),
-        },
-        (Node::List(item), Json::Array(items)) => Json::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| args_value(item, v, &format!("{at}.{i}"), out))
-                .collect(),
-        ),
-        (Node::Map(item), Json::Object(members)) => Json::Object(
-            members
-                .iter()
-                .map(|(k, v)| (k.clone(), args_value(item, v, &format!("{at}.{k}"), out)))
-                .collect(),
-        ),
-        _ => value.clone(),
-    }
-}
-
-fn status_object(level: &Level, members: &Map<String, Json>) -> Json {
-    let mut out = Map::new();
-    for (tf_name, value) in members {
-        // Attributes the status view lacks are sensitive or write-only: never published.
-        let Some(slot) = level.by_tf(tf_name) else {
-            continue;
-        };
-        if value.is_null() || matches!(slot.node, Node::Secret { .. }) {
-            continue;
-        }
-        out.insert(slot.name.clone(), status_value(&slot.node, value));
-    }
-    Json::Object(out)
-}
-
-fn status_value(node: &Node, value: &Json) -> Json {
-    match (node, value) {
-        (Node::Object(level), Json::Object(members)) => status_object(level, members),
-        (Node::List(item), Json::Array(items)) => {
-            Json::Array(items.iter().map(|v| status_value(item, v)).collect())
-        }
-        (Node::Map(item), Json::Object(members)) => Json::Object(
-            members
-                .iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), status_value(item, v)))
-                .collect(),
-        ),
-        _ => value.clone(),
-    }
-}
-
-/// Where a path step leads.
-#[derive(Clone, Copy)]
-enum Pos<'a> {
-    Object(&'a Level),
-    Node(&'a Node),
-}
-
-impl<'a> Pos<'a> {
-    fn of(node: &'a Node) -> Self {
-        match node {
-            Node::Object(level) => Pos::Object(level),
-            other => Pos::Node(other),
-        }
-    }
-}
-
-/// `path` in Kubernetes names below `level`: `Ok` when the schema knows every step (or the
-/// steps below a secret reference or a dynamic value, which are dropped or kept as they
-/// are), `Err` with the unknown rest in Terraform names otherwise.
-fn render(
-    level: &Level,
-    path: &AttrPath,
-    plain_sensitive: bool,
-) -> Result<Vec<PathStep>, Vec<PathStep>> {
-    let mut out = Vec::with_capacity(path.steps.len());
-    let mut pos = Pos::Object(level);
-    for (i, step) in path.steps.iter().enumerate() {
-        let next = match (pos, step) {
-            (Pos::Object(level), PathStep::Attr(tf_name) | PathStep::Key(tf_name)) => {
-                level.by_tf(tf_name).map(|slot| match &slot.node {
-                    Node::Secret { .. } if plain_sensitive => {
-                        let name = slot.name.strip_suffix(SECRET_REF_SUFFIX);
-                        (PathStep::Attr(name.unwrap_or(&slot.name).to_owned()), None)
-                    }
-                    Node::Secret { .. } => (PathStep::Attr(slot.name.clone()), None),
-                    node => (PathStep::Attr(slot.name.clone()), Some(Pos::of(node))),
-                })
-            }
-            (Pos::Node(Node::List(item)), PathStep::Index(_)) => {
-                Some((step.clone(), Some(Pos::of(item))))
-            }
-            // A member of an object literal given to a map argument (`triggers = { a = x }`
-            // in HCL) is one of its keys.
-            (Pos::Node(Node::Map(item)), PathStep::Key(k) | PathStep::Attr(k)) => {
-                Some((PathStep::Key(k.clone()), Some(Pos::of(item))))
-            }
-            (Pos::Node(Node::Any), _) => {
-                out.extend(path.steps[i..].iter().cloned());
-                return Ok(out);
-            }
-            _ => None,
-        };
-        match next {
-            Some((step, Some(next))) => {
-                out.push(step);
-                pos = next;
-            }
-            // Below a secret reference there is nothing a user can point at.
-            Some((step, None)) => {
-                out.push(step);
-                return Ok(out);
-            }
-            None => {
-                out.extend(path.steps[i..].iter().cloned());
-                return Err(out);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Sets `value` at a dotted path of field names below `doc` (`assumeRole.0.roleArn`), as
-/// ProviderConfig's `configFrom` merges a Secret value into `config`.
-///
-/// A numeric segment indexes an existing list, or creates one where nothing is yet (missing
-/// elements before it are null until another path fills them); on an existing object it is
-/// a key, as in a map. Objects are created as needed. A value already present at the path
-/// (anything but null) is not overwritten: that is an [`FieldError::AlreadySet`] error.
-pub fn set_json_path(doc: &mut Json, dotted: &str, value: Json) -> Result<(), FieldError> {
-    let segments: Vec<&str> = dotted.split('.').collect();
-    let invalid = |upto: usize, message: &str| FieldError::Invalid {
-        path: match segments[..upto].join(".") {
-            p if p.is_empty() => "(root)".to_owned(),
-            p => p,
-        },
-        message: message.to_owned(),
-    };
-    if segments.iter().any(|s| s.is_empty()) {
-        return Err(FieldError::Invalid {
-            path: dotted.to_owned(),
-            message: "empty path segment".to_owned(),
-        });
-    }
-    let mut at = doc;
-    for (i, segment) in segments.iter().enumerate() {
-        let index = segment.parse::<usize>().ok();
-        if at.is_null() {
-            *at = match index {
-                Some(_) => Json::Array(Vec::new()),
-                None => Json::Object(Map::new()),
-            };
-        }
-        at = match at {
-            Json::Object(members) => members.entry(*segment).or_insert(Json::Null),
-            Json::Array(items) => {
-                let Some(index) = index else {
-                    return Err(invalid(i + 1, "expected a list index"));
-                };
-                if index >= items.len() {
-                    if index > MAX_CREATED_INDEX {
-                        return Err(invalid(i + 1, "list index too large"));
-                    }
-                    items.resize(index + 1, Json::Null);
-                }
-                &mut items[index]
-            }
-            _ => {
-                return Err(invalid(
-                    i,
-                    "already set to a value that is not an object or list",
-                ));
-            }
-        };
-    }
-    if !at.is_null() {
-        return Err(FieldError::AlreadySet {
-            path: dotted.to_owned(),
-        });
-    }
-    *at = value;
-    Ok(())
 }

@@ -82,7 +82,12 @@ impl View {
     /// confirm the same view, so none of them widens to a share the other still works on: the
     /// share of a departed replica waits until they agree (the old version is gone).
     pub fn id(&self) -> String {
-        let layout = VNODES.to_le_bytes();
+        self.id_at(VNODES)
+    }
+
+    /// [`id`](Self::id) for a ring of `vnodes` points per member.
+    fn id_at(&self, vnodes: u32) -> String {
+        let layout = vnodes.to_le_bytes();
         let parts: Vec<&[u8]> = std::iter::once(&layout[..])
             .chain(self.members.iter().map(String::as_bytes))
             .collect();
@@ -196,6 +201,10 @@ mod tests {
     fn a_view_is_named_by_its_members_and_the_layout() {
         assert_eq!(View::new(["b", "a"]).id(), View::new(["a", "b"]).id());
         assert_ne!(View::new(["a", "b"]).id(), View::new(["a", "bc"]).id());
+        // the same members on a ring of another layout (128 points, the old one) are another view
+        let ab = View::new(["a", "b"]);
+        assert_eq!(ab.id(), ab.id_at(VNODES));
+        assert_ne!(ab.id(), ab.id_at(128));
         assert_eq!(View::new(Vec::<String>::new()).owner("x"), None);
     }
 

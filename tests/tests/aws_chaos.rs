@@ -82,11 +82,12 @@ fn scenario(ab: &mut AwsBed) -> anyhow::Result<()> {
     let started = Instant::now();
     ab.apply(&docs)?;
 
-    // SIGKILL (operator and its provider processes) on a fixed, uneven schedule while the
-    // creates run: each kill lands that long after the restarted operator's AWS provider for
-    // the ProviderConfig came up (before it, nothing is being created). Short enough that ten
-    // kills land before the 50 are done: a restarted process takes its schema from the cache
-    // and creates at once, so a cycle of a few seconds finishes a dozen creates.
+    // SIGKILL of the operator (its AWS provider, SIGTERMed right after, exits at once:
+    // `kill_tree`) on a fixed, uneven schedule while the creates run: each kill lands that
+    // long after the restarted operator's AWS provider for the ProviderConfig came up (before
+    // it, nothing is being created). Short enough that ten kills land before the 50 are done:
+    // a restarted process takes its schema from the cache and creates at once, so a cycle of a
+    // few seconds finishes a dozen creates.
     let schedule = [
         0.8, 0.3, 1.2, 0.5, 1.5, 0.4, 1.0, 0.6, 1.4, 0.9, 0.2, 1.1, 0.7, 1.3,
     ];

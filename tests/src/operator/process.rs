@@ -38,6 +38,12 @@ pub fn kill_tree(pid: u32) -> anyhow::Result<()> {
     if gone(Instant::now() + TERM_GRACE) {
         return Ok(());
     }
+    let left: Vec<u32> = below
+        .iter()
+        .copied()
+        .filter(|p| process_alive(*p))
+        .collect();
+    eprintln!("kill_tree: {left:?} below {pid} still there {TERM_GRACE:?} after SIGTERM; SIGKILL");
     signal("-KILL", &below)?;
     if !gone(Instant::now() + Duration::from_secs(5)) {
         bail!("a process below the operator {pid} survived SIGKILL: {below:?}");

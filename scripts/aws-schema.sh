@@ -254,7 +254,7 @@ list_note() {
 	cat <<'EOF'
 Not included: list resources (the provider declares some since 6.x, but Kraken's plugin host does
 not read `list_resource_schemas` from the GetProviderSchema answer yet: `list_resources` is left
-empty in `bridge/src/provider/convert.rs`) and resource identity schemas (a separate RPC that
+empty in `bridge/provider/src/convert.rs`) and resource identity schemas (a separate RPC that
 `kraken schema` does not render). Rerun `scripts/aws-schema.sh` when it does.
 
 EOF

@@ -41,8 +41,8 @@ mkdir -p "$schemas"
   --address registry.kraken.dev/kraken/fixture > "$schemas/fixture.json"
 
 KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-codegen --test golden >/dev/null
-# The core kinds (ProviderConfig, …) are derived from Rust types in bridge/src/core_kinds.
-KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-bridge --lib core_kinds >/dev/null
+# The core kinds (ProviderConfig, …) are derived from Rust types in bridge/core-kinds.
+KRAKEN_UPDATE_GOLDEN=1 cargo test --quiet -p kraken-core-kinds --lib core_crds >/dev/null
 rm -rf charts/kraken/crds
 mkdir -p charts/kraken/crds
 cp generated-crds/core/*.kraken.dev_*.yaml charts/kraken/crds/

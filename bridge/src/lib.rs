@@ -1,37 +1,35 @@
-//! Kraken's bridge: the plugin host that drives unmodified Terraform providers, the value codec,
-//! the controllers of the operator and the `kraken` CLI.
+//! Kraken's bridge: the `kraken` CLI over the layers of the operator, each a crate of its own so
+//! that Cargo holds the direction of their imports.
 //!
-//! Modules, bottom up (each imports only the ones above it in this list; `docs/architecture.md`
-//! draws it, and `tests/layers.rs` fails on an import that points up):
-//! - [`kit`]: conditions, Events, the finalizer flow, metrics, durations and backoff, hashing,
-//!   error chains — what every controller uses, importing nothing of the crate.
-//! - [`value`]: cty types and values, the msgpack and JSON wire codecs, Kubernetes JSON and the
-//!   spec ↔ Terraform field mapping ([`value::fields`]).
-//! - [`provider`]: the plugin host — the protocol-neutral [`provider::Plugin`] trait, the v5/v6
-//!   gRPC adapters, the process launcher and pool, and where provider binaries are found.
-//! - [`core_kinds`]: the API types (Provider, ProviderConfig, the hub's kinds, the EC2 kinds, the
-//!   identity of a generated kind) and the names shared across controllers.
-//! - [`hub`]: the dependency hub — its index and value conversion, the producer and consumer
-//!   interfaces the other controllers use, and the DependencyRequest and ConfigExport
+//! The layers, bottom up (each depends only on the ones above it in this list;
+//! `docs/architecture.md` draws them), re-exported here under their module names so that
+//! `kraken_bridge::managed::…` and the CLI's `crate::managed::…` read as before:
+//! - [`kit`] (`kraken-kit`): conditions, Events, the finalizer flow, metrics, durations and
+//!   backoff, hashing, error chains, the write fence and the shard ring.
+//! - [`value`] (`kraken-value`): cty types and values, the msgpack and JSON wire codecs,
+//!   Kubernetes JSON and the spec ↔ Terraform field mapping.
+//! - [`provider`] (`kraken-provider`): the plugin host — the protocol-neutral `Plugin` trait,
+//!   the v5/v6 gRPC adapters, the process launcher and pool, where provider binaries are found.
+//! - [`core_kinds`] (`kraken-core-kinds`): the API types and the names shared across
 //!   controllers.
-//! - [`source`]: the provider source — turns a ProviderConfig into a configured, running
-//!   provider for a reconcile.
-//! - The kinds' controllers, peers that never import each other: [`managed`] (every generated
-//!   kind through its provider), [`installer`] (the Provider installer and the ProviderConfig
-//!   controller) and [`ec2`] (native EC2 instances).
-//! - [`operator`]: the composition root — leader election, the HTTP endpoints, and the table of
-//!   controllers it starts.
-//! - [`cli`]: the `kraken` subcommands.
+//! - [`hub`] (`kraken-hub`): the dependency hub and its controllers.
+//! - [`source`] (`kraken-source`): a ProviderConfig → a configured, running provider.
+//! - The kinds' controllers, peers that never depend on each other: [`managed`]
+//!   (`kraken-managed`), [`installer`] (`kraken-installer`) and [`ec2`] (`kraken-ec2`); and,
+//!   beside them for the CLI, [`convert`] (`kraken-convert`).
+//! - [`operator`] (`kraken-operator`): the composition root.
+//! - [`cli`] (this crate): the `kraken` subcommands.
 
 pub mod cli;
-pub mod convert;
-pub mod core_kinds;
-pub mod ec2;
-pub mod hub;
-pub mod installer;
-pub mod kit;
-pub mod managed;
-pub mod operator;
-pub mod provider;
-pub mod source;
-pub mod value;
+
+pub use kraken_convert as convert;
+pub use kraken_core_kinds as core_kinds;
+pub use kraken_ec2 as ec2;
+pub use kraken_hub as hub;
+pub use kraken_installer as installer;
+pub use kraken_kit as kit;
+pub use kraken_managed as managed;
+pub use kraken_operator as operator;
+pub use kraken_provider as provider;
+pub use kraken_source as source;
+pub use kraken_value as value;

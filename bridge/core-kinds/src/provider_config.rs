@@ -1,0 +1,200 @@
+//! `ProviderConfig` (core.kraken.dev/v1alpha1, namespaced): the provider block a managed
+//! resource's `spec.providerConfigRef` points at.
+//!
+//! The types are the source of truth: the CRD is derived from them (kube's `CustomResource`
+//! and schemars), so the controller that reads a `ProviderConfig` and the schema the API
+//! server enforces cannot drift. Doc comments on fields become `kubectl explain` text.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use kraken_kit::conditions::Condition;
+
+/// Most `configFrom` entries; the same bound as a managed resource's `valuesFrom`.
+pub const CONFIG_FROM_MAX_ITEMS: u64 = kraken_codegen::cel::VALUES_FROM_MAX_ITEMS;
+/// Longest `configFrom[].path`; the same bound as a managed resource's `valuesFrom[].path`.
+pub const CONFIG_FROM_PATH_MAX_LENGTH: u64 = kraken_codegen::cel::VALUES_FROM_PATH_MAX_LENGTH;
+/// `spec.maxConcurrency` when not given.
+pub const DEFAULT_MAX_CONCURRENCY: i32 = 10;
+
+/// `[host/]namespace/type`, as Terraform parses a provider source address: an optional
+/// hostname (with an optional port), a namespace and a type of letters, digits and dashes.
+/// The API server evaluates patterns with Go's RE2, so no look-around.
+pub const SOURCE_PATTERN: &str = "^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?/)?\
+     [A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$";
+
+/// How to configure one Terraform provider for the managed resources of this namespace that
+/// reference it by name in spec.providerConfigRef.
+// Clippy reads the repeated `type_ = "string"` of the printcolumn(...) arguments as
+// duplicated attributes; they are arguments of four distinct columns.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "core.kraken.dev",
+    version = "v1alpha1",
+    kind = "ProviderConfig",
+    namespaced,
+    status = "ProviderConfigStatus",
+    derive = "PartialEq",
+    shortname = "kpc",
+    category = "kraken",
+    label("kraken.dev/core", "true"),
+    doc = "A Terraform provider's configuration (its provider block), referenced by managed \
+           resources in the same namespace through spec.providerConfigRef.",
+    printcolumn(name = "SOURCE", type_ = "string", json_path = ".spec.source"),
+    printcolumn(name = "VERSION", type_ = "string", json_path = ".status.version"),
+    printcolumn(
+        name = "READY",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
+    printcolumn(
+        name = "AGE",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.source) != has(self.providerRef)",
+    "message": "set exactly one of providerRef (a Provider installed in the cluster) and source (a provider already in the operator's plugin directories)",
+}]))]
+pub struct ProviderConfigSpec {
+    /// The Provider (core.kraken.dev, cluster-scoped) this configures, by name: the operator
+    /// uses the version that Provider installed. Set this or source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_ref: Option<ProviderRef>,
+
+    /// A provider already present in the operator's plugin directories or plugin cache, by
+    /// source address, [host/]namespace/type: registry.terraform.io/hashicorp/random, or
+    /// hashicorp/random for the default registry host. Set this or providerRef.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = SOURCE_PATTERN), length(min = 3, max = 255))]
+    pub source: Option<String>,
+
+    /// With source: an exact provider version or a Terraform version constraint
+    /// (">= 3.6, < 4.0"), resolved from the plugin directories; the newest available version
+    /// when unset. Ignored with providerRef. The resolved version is reported in status.version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub version: Option<String>,
+
+    /// The provider block as free-form JSON. Argument names are lowerCamelCase exactly as in
+    /// the provider's generated CRDs, mapped back to Terraform names with the same rule as a
+    /// managed resource's spec.forProvider. Sensitive values belong in configFrom, never here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub config: Option<Json>,
+
+    /// Provider arguments taken from Secrets, for sensitive values (credentials, tokens),
+    /// one entry per argument path. A path set here is merged into config; it must not also
+    /// be given literally in config.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = CONFIG_FROM_MAX_ITEMS),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["path"])
+    )]
+    pub config_from: Vec<ConfigFrom>,
+
+    /// Whether Kraken talks to the provider process over mutual TLS (AutoMTLS, as Terraform
+    /// does). Set false only deliberately, e.g. to debug a provider that cannot do TLS.
+    #[serde(default = "default_tls")]
+    pub tls: bool,
+
+    /// How many RPCs Kraken sends to one provider process at a time.
+    #[serde(default = "default_max_concurrency")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_concurrency: i32,
+
+    /// The plan policy of the resources using this ProviderConfig that set no
+    /// spec.planPolicy of their own: Auto (apply at once), Manual (every create, update,
+    /// replacement, drift correction and delete waits for approval of its plan) or
+    /// ManualForDestructive (replacements and deletes wait). Unset: Auto.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_policy: Option<PlanPolicy>,
+}
+
+/// Which changes of a managed resource wait for approval of their plan (`spec.planPolicy`,
+/// or the default its ProviderConfig sets).
+#[derive(
+    Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, JsonSchema,
+)]
+pub enum PlanPolicy {
+    /// Every change is applied at once (no plan is held, nothing extra is written).
+    #[default]
+    Auto,
+    /// Every change (create, update, replace, drift correction, delete) waits for approval.
+    Manual,
+    /// Replacements and deletes wait for approval; creates and in-place updates are applied
+    /// at once.
+    ManualForDestructive,
+}
+
+/// A cluster-scoped Provider, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ProviderRef {
+    /// Name of the Provider.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// One provider argument taken from a key of a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFrom {
+    /// The argument to set, below config: a dotted path of lowerCamelCase field names, with
+    /// list indices and map keys as segments (assumeRole.0.roleArn).
+    #[schemars(length(min = 1, max = CONFIG_FROM_PATH_MAX_LENGTH))]
+    pub path: String,
+    /// The Secret key holding the value.
+    pub secret_key_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in the ProviderConfig's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key within the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// What the runtime observed of the provider this ProviderConfig configures.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderConfigStatus {
+    /// Ready: the provider was resolved, started and accepted this configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The metadata.generation the status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The plugin protocol major version negotiated with the provider process (5 or 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<i32>,
+    /// The provider version spec.version resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// How many managed resources use this ProviderConfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<i64>,
+}
+
+fn default_tls() -> bool {
+    true
+}
+
+fn default_max_concurrency() -> i32 {
+    DEFAULT_MAX_CONCURRENCY
+}
+
+/// An object whose fields the API server keeps as given: the provider's arguments are not
+/// known when this CRD is built (one ProviderConfig kind serves every provider).
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}

@@ -1,0 +1,602 @@
+//! The provider source: turns what a resource points at — its ProviderConfig, the Secrets it
+//! and its ProviderConfig name — into a configured provider process (from the pool) and the
+//! resource's configuration value. The managed-resource controller and the ProviderConfig
+//! controller both come here; neither reaches the pool or the resolver directly.
+//!
+//! The managed-resource controller holds the seam [`ProviderSource`], not [`Source`], so its
+//! unit tests can hand it a fake provider ([`fake::FakeSource`]).
+
+mod error;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::reflector::Store;
+use kube::{Api, Client};
+use serde_json::Value as Json;
+
+pub use error::{Error, Result};
+use kraken_core_kinds::{KindInfo, ProviderConfig};
+use kraken_kit::errors::chain;
+use kraken_provider::pool::{PoolError, PoolKey, ProviderPool};
+use kraken_provider::resolve::{Resolved, Resolver};
+use kraken_provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema, TypeOf};
+use kraken_value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
+use kraken_value::kube::from_kube_json;
+use kraken_value::{PathStep, Value};
+
+/// A package directory's binary (size, mtime) and its `h1:` hash computed then.
+type PackageStamp = ((u64, Option<std::time::SystemTime>), String);
+
+/// Where configured providers come from: the process pool, the resolver that finds binaries,
+/// and the ProviderConfigs the ProviderConfig controller caches.
+pub struct Source {
+    pub client: Client,
+    pub pool: Arc<ProviderPool>,
+    pub resolver: Resolver,
+    /// The ProviderConfigs the ProviderConfig controller watches, once it runs: a reconcile
+    /// reads its ProviderConfig here instead of from the API server.
+    pub provider_configs: OnceLock<Store<ProviderConfig>>,
+    /// `kraken operator --allow-provider-plaintext`: whether a ProviderConfig may turn off
+    /// AutoMTLS (`tls: false`). A cluster-wide choice, not a namespace user's.
+    pub allow_plaintext: bool,
+    /// Where processes find and keep their binary's schema answer
+    /// ([`kraken_provider::schema_cache`]); `None`: every process asks its provider.
+    pub schema_cache: Option<PathBuf>,
+    /// Package directories whose `h1:` hash was computed, with the binary's (size, mtime) then.
+    verified: Mutex<HashMap<PathBuf, PackageStamp>>,
+    field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
+}
+
+/// How many field maps [`Source`] keeps before dropping the unused ones: all of AWS is 1,616
+/// resource types, so two versions of it fit.
+const MAX_FIELD_MAPS: usize = 4096;
+
+impl Source {
+    pub fn new(client: Client, pool: Arc<ProviderPool>, resolver: Resolver) -> Self {
+        Self {
+            client,
+            pool,
+            resolver,
+            provider_configs: OnceLock::new(),
+            allow_plaintext: false,
+            schema_cache: None,
+            verified: Mutex::default(),
+            field_maps: Mutex::default(),
+        }
+    }
+
+    /// Checks that the package `resolved` comes from still has one of the `h1:` hashes its
+    /// Provider recorded at install, so a binary swapped in the plugin cache afterwards is never
+    /// launched. A package is hashed again only when its binary changed (size, mtime).
+    async fn verify(
+        &self,
+        resolved: &Resolved,
+        hashes: &[String],
+    ) -> std::result::Result<(), String> {
+        let recorded: Vec<&str> = hashes
+            .iter()
+            .map(String::as_str)
+            .filter(|h| h.starts_with("h1:"))
+            .collect();
+        if recorded.is_empty() {
+            return Ok(()); // installed before hashes were recorded, or from a trusted mirror
+        }
+        let dir = resolved
+            .binary
+            .parent()
+            .ok_or_else(|| "the provider binary has no directory".to_owned())?
+            .to_path_buf();
+        let meta = std::fs::metadata(&resolved.binary)
+            .map_err(|e| format!("{}: {e}", resolved.binary.display()))?;
+        let stamp = (meta.len(), meta.modified().ok());
+        let cached = self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&dir)
+            .cloned();
+        let h1 = match cached {
+            Some((s, h1)) if s == stamp => h1,
+            _ => {
+                let d = dir.clone();
+                let h1 =
+                    tokio::task::spawn_blocking(move || kraken_registry_fetch::hash::dir_hash(&d))
+                        .await
+                        .map_err(|e| format!("hashing {}: {e}", dir.display()))?
+                        .map_err(|e| format!("hashing {}: {e}", dir.display()))?
+                        .as_str()
+                        .to_owned();
+                self.verified
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(dir.clone(), (stamp, h1.clone()));
+                h1
+            }
+        };
+        if recorded.contains(&h1.as_str()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the package in {} has hash {h1}, not the {} recorded at install: it was changed \
+                 after installation and will not be launched (reinstall the Provider)",
+                dir.display(),
+                recorded.join(", ")
+            ))
+        }
+    }
+
+    /// The field map of a (provider address, version, resource type), built once. Past
+    /// [`MAX_FIELD_MAPS`] the maps no reconcile holds are dropped (they are rebuilt from the
+    /// schema when needed): versions and Providers that are gone do not stay in memory.
+    fn field_map(
+        &self,
+        key: (String, String, String),
+        build: impl FnOnce() -> FieldMap,
+    ) -> Arc<FieldMap> {
+        let mut maps = self.field_maps.lock().unwrap_or_else(|e| e.into_inner());
+        if !maps.contains_key(&key) && maps.len() >= MAX_FIELD_MAPS {
+            maps.retain(|_, m| Arc::strong_count(m) > 1);
+        }
+        maps.entry(key).or_insert_with(|| Arc::new(build())).clone()
+    }
+}
+
+/// What a managed-resource reconcile needs from a provider source: the configured provider for
+/// a resource and the resource's configuration value. [`Source`] is the real one.
+#[async_trait::async_trait]
+pub trait ProviderSource: Send + Sync {
+    /// The configured provider for a resource of `kind` in `namespace` using ProviderConfig
+    /// `pc_name`.
+    async fn provider(&self, kind: &KindInfo, namespace: &str, pc_name: &str)
+    -> Result<Configured>;
+
+    /// The API server the resources' Secrets are read from.
+    fn client(&self) -> &kube::Client;
+
+    /// The resource's configuration value from `spec.forProvider`, with Secret references
+    /// resolved; `with_values` when values from `spec.valuesFrom` were merged in.
+    async fn resource_config(
+        &self,
+        provider: &Configured,
+        type_name: &str,
+        namespace: &str,
+        for_provider: &Json,
+        with_values: bool,
+    ) -> Result<Value> {
+        resource_config(
+            self.client(),
+            provider,
+            type_name,
+            namespace,
+            for_provider,
+            with_values,
+        )
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl ProviderSource for Source {
+    async fn provider(
+        &self,
+        kind: &KindInfo,
+        namespace: &str,
+        pc_name: &str,
+    ) -> Result<Configured> {
+        provider(self, kind, namespace, pc_name).await
+    }
+
+    fn client(&self) -> &kube::Client {
+        &self.client
+    }
+}
+
+/// A configured provider serving one resource, with what the rest of the pass needs to talk
+/// to it about that resource.
+pub struct Configured {
+    /// Protocol-neutral, so a fake can stand in for the pooled process.
+    pub host: Arc<dyn Plugin>,
+    pub schema: Arc<ProviderSchema>,
+    pub fields: Arc<FieldMap>,
+    /// `address version`, for logs and metrics.
+    pub label: String,
+    /// A digest of the ProviderConfig as configured (its uid and configuration, Secret values
+    /// included): part of a plan's id, so a changed ProviderConfig makes an approval stale.
+    /// Never the values themselves.
+    pub config_digest: String,
+    /// The ProviderConfig's default `planPolicy` for resources that set none.
+    pub plan_policy: Option<kraken_core_kinds::PlanPolicy>,
+    /// Configured for a data source kind: type names are data source types.
+    pub data_source: bool,
+}
+
+impl Configured {
+    /// The schema of the resource type (or, configured for a data source kind, the data source
+    /// type) `type_name` (present: checked when the provider was dereferenced).
+    pub fn resource(&self, type_name: &str) -> Result<&kraken_codegen::schema::Schema> {
+        type_schema(&self.schema, type_name, self.data_source).ok_or_else(|| {
+            Error::InvalidSpec(format!(
+                "provider {} has no {} {type_name}",
+                self.label,
+                what(self.data_source)
+            ))
+        })
+    }
+}
+
+/// The schema of resource type (or data source) `type_name`.
+fn type_schema<'s>(
+    schema: &'s ProviderSchema,
+    type_name: &str,
+    data_source: bool,
+) -> Option<&'s kraken_codegen::schema::Schema> {
+    if data_source {
+        schema.data_source(type_name)
+    } else {
+        schema.resource(type_name)
+    }
+}
+
+fn what(data_source: bool) -> &'static str {
+    if data_source {
+        "data source"
+    } else {
+        "resource type"
+    }
+}
+
+/// The configured provider for a resource in `namespace` using ProviderConfig `pc_name`.
+async fn provider(
+    ctx: &Source,
+    kind: &KindInfo,
+    namespace: &str,
+    pc_name: &str,
+) -> Result<Configured> {
+    // From the ProviderConfig controller's cache; a name it has not seen (yet) is read.
+    let cached = ctx
+        .provider_configs
+        .get()
+        .and_then(|s| s.get(&kube::runtime::reflector::ObjectRef::new(pc_name).within(namespace)));
+    let pc = match cached {
+        Some(pc) => pc,
+        None => Arc::new(read_provider_config(&ctx.client, namespace, pc_name).await?),
+    };
+    provider_from(ctx, kind, namespace, &pc).await
+}
+
+/// The configured provider for a resource of `kind` in `namespace` using the ProviderConfig
+/// `pc` as given: read from the API server by a reconcile, or not applied yet (`kraken plan`
+/// over manifests that include it).
+pub async fn provider_from(
+    ctx: &Source,
+    kind: &KindInfo,
+    namespace: &str,
+    pc: &ProviderConfig,
+) -> Result<Configured> {
+    let (resolved, host, config_digest) = configured(ctx, namespace, pc).await?;
+    let label = format!("{} {}", resolved.address, resolved.version);
+    let fields = |resource: &kraken_codegen::schema::Schema| {
+        let key = if kind.data_source {
+            format!("data.{}", kind.type_name)
+        } else {
+            kind.type_name.clone()
+        };
+        ctx.field_map((resolved.address, resolved.version, key), || {
+            FieldMap::for_resource(&kind.type_name, resource)
+        })
+    };
+    let mut configured = resource_provider(kind, host, (label, config_digest), fields).await?;
+    configured.plan_policy = pc.spec.plan_policy;
+    Ok(configured)
+}
+
+/// ProviderConfig `pc_name` in `namespace`, read from the API server; errors name what is
+/// missing.
+pub async fn read_provider_config(
+    client: &Client,
+    namespace: &str,
+    pc_name: &str,
+) -> Result<ProviderConfig> {
+    let pcs: Api<ProviderConfig> = Api::namespaced(client.clone(), namespace);
+    match pcs.get_opt(pc_name).await {
+        Ok(Some(pc)) => Ok(pc),
+        Ok(None) => Err(Error::ProviderConfigMissing(pc_name.to_owned())),
+        Err(kube::Error::SerdeError(e)) => Err(Error::ProviderConfigInvalid {
+            name: pc_name.to_owned(),
+            message: format!("cannot be read: {e}"),
+        }),
+        // The kind itself is missing: the core CRDs are not installed.
+        Err(kube::Error::Api(e)) if e.code == 404 => Err(Error::ProviderConfigMissing(format!(
+            "{pc_name} (the ProviderConfig kind is not installed: kubectl apply --server-side -k generated-crds/core)"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The pooled, configured provider process a ProviderConfig describes, and a digest of the
+/// ProviderConfig as configured (see [`Configured::config_digest`]).
+pub async fn configured(
+    ctx: &Source,
+    namespace: &str,
+    pc: &ProviderConfig,
+) -> Result<(Resolved, Arc<ProviderHost>, String)> {
+    let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
+    let invalid = |message: String| Error::ProviderConfigInvalid {
+        name: pc_name.to_owned(),
+        message,
+    };
+    if !pc.spec.tls && !ctx.allow_plaintext {
+        return Err(invalid(
+            "tls: false is not allowed on this cluster (kraken operator --allow-provider-plaintext); \
+             remove it to talk to the provider over mutual TLS"
+                .to_owned(),
+        ));
+    }
+    let resolved = match (&pc.spec.provider_ref, &pc.spec.source) {
+        (Some(r), _) => installed_provider(ctx, &r.name).await.map_err(invalid)?,
+        (None, Some(source)) => ctx
+            .resolver
+            .resolve(source, pc.spec.version.as_deref())
+            .map_err(|e| invalid(e.to_string()))?,
+        (None, None) => return Err(invalid("set spec.providerRef or spec.source".to_owned())),
+    };
+    let config = with_config_from(ctx, namespace, pc).await?;
+    let key = PoolKey {
+        address: resolved.address.clone(),
+        version: resolved.version.clone(),
+        config_name: format!("{namespace}/{pc_name}"),
+        uid: pc.metadata.uid.clone().unwrap_or_default(),
+        generation: pc.metadata.generation.unwrap_or_default(),
+        // Secret values included: a rotated credential is a new process. Never shown (the
+        // key's Display leaves it out).
+        digest: format!(
+            "{:016x}",
+            kraken_kit::hash::fnv1a(
+                format!("{config}|{}|{}", pc.spec.tls, pc.spec.max_concurrency).as_bytes()
+            )
+        ),
+    };
+    let mut launch = LaunchOptions::new(&resolved.binary);
+    launch.name = format!("{} {}", resolved.address, resolved.version);
+    launch.schema_cache = ctx.schema_cache.clone();
+    launch.tls = pc.spec.tls;
+    launch.max_concurrency = usize::try_from(pc.spec.max_concurrency).ok();
+    let host = ctx
+        .pool
+        .get_with(&key, launch, |schema| build_config(schema, &config))
+        .await
+        .map_err(|e| match e {
+            PoolError::Config { message, .. } => invalid(message),
+            PoolError::Configure { summary, .. } => invalid(format!(
+                "the provider rejected the configuration: {summary}"
+            )),
+            other => Error::ProviderUnavailable(format!("{:#}", chain(&other))),
+        })?;
+    let digest = config_digest(&key.uid, &key.digest);
+    Ok((resolved, host, digest))
+}
+
+/// `spec.config` with the values `spec.configFrom` takes from Secrets in `namespace` merged in.
+async fn with_config_from(ctx: &Source, namespace: &str, pc: &ProviderConfig) -> Result<Json> {
+    let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
+    let mut config = pc
+        .spec
+        .config
+        .clone()
+        .unwrap_or_else(|| Json::Object(Default::default()));
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    for from in &pc.spec.config_from {
+        let value = secret_value(
+            &secrets,
+            &from.secret_key_ref.name,
+            &from.secret_key_ref.key,
+        )
+        .await
+        .map_err(|e| match e {
+            Error::SecretMissing(m) => {
+                Error::SecretMissing(format!("{m} (configFrom of ProviderConfig {pc_name})"))
+            }
+            other => other,
+        })?;
+        set_json_path(&mut config, &from.path, Json::String(value)).map_err(|e| {
+            Error::ProviderConfigInvalid {
+                name: pc_name.to_owned(),
+                message: format!("configFrom: {e}"),
+            }
+        })?;
+    }
+    Ok(config)
+}
+
+/// [`Configured::config_digest`] of the ProviderConfig with `uid` configured as `digest`.
+pub fn config_digest(uid: &str, digest: &str) -> String {
+    format!(
+        "{:016x}",
+        kraken_kit::hash::fnv1a_parts(&[uid.as_bytes(), digest.as_bytes()])
+    )
+}
+
+/// The binary a Ready `Provider` installed, at the version its status reports.
+async fn installed_provider(ctx: &Source, name: &str) -> std::result::Result<Resolved, String> {
+    let providers: Api<kraken_core_kinds::Provider> = Api::all(ctx.client.clone());
+    let p = match providers.get_opt(name).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return Err(format!("Provider {name} not found")),
+        Err(e) => return Err(format!("Provider {name} cannot be read: {e}")),
+    };
+    let status = p.status.unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == kraken_kit::conditions::READY);
+    let (Some(address), Some(version)) = (status.address, status.version) else {
+        let why = ready
+            .map(|c| c.message.as_str())
+            .unwrap_or("not installed yet");
+        return Err(format!("Provider {name} is not ready: {why}"));
+    };
+    let resolved = ctx
+        .resolver
+        .resolve(&address, Some(&format!("= {version}")))
+        .map_err(|e| format!("Provider {name}: {e}"))?;
+    ctx.verify(&resolved, &status.hashes)
+        .await
+        .map_err(|e| format!("Provider {name}: {e}"))?;
+    Ok(resolved)
+}
+
+/// `host` as the provider of `kind`: its schema must have the kind's resource type; `fields`
+/// gives the (cached) field mapping of that type.
+async fn resource_provider(
+    kind: &KindInfo,
+    host: Arc<dyn Plugin>,
+    (label, config_digest): (String, String),
+    fields: impl FnOnce(&kraken_codegen::schema::Schema) -> Arc<FieldMap>,
+) -> Result<Configured> {
+    let name = kind.type_name.as_str();
+    // A resource's list resource of the same name finds it after an interrupted create.
+    let wanted: &[(TypeOf, &str)] = if kind.data_source {
+        &[(TypeOf::DataSource, name)]
+    } else {
+        &[(TypeOf::Resource, name), (TypeOf::ListResource, name)]
+    };
+    let schema = host
+        .schema_for(wanted)
+        .await
+        .map_err(|e| Error::ProviderUnavailable(chain(&e)))?;
+    let Some(resource) = type_schema(&schema, &kind.type_name, kind.data_source) else {
+        return Err(Error::InvalidSpec(format!(
+            "provider {label} has no {} {}",
+            what(kind.data_source),
+            kind.type_name
+        )));
+    };
+    let fields = fields(resource);
+    Ok(Configured {
+        host,
+        schema,
+        fields,
+        label,
+        config_digest,
+        plan_policy: None,
+        data_source: kind.data_source,
+    })
+}
+
+/// The provider block's value from ProviderConfig JSON (Kubernetes field names).
+fn build_config(schema: &ProviderSchema, config: &Json) -> std::result::Result<Value, String> {
+    let map = FieldMap::for_provider_config(&schema.provider);
+    let tf = map
+        .spec_to_tf(config, &mut |r: &SecretRef| {
+            Err(FieldError::Invalid {
+                path: r.name.clone(),
+                message: "Secret references belong in spec.configFrom".into(),
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    from_kube_json(&tf, &schema.provider.block.implied_type())
+        .map_err(|e| format!("{}: {}", map.kube_path(&e.path), e.message))
+}
+
+/// The resource's configuration value from `spec.forProvider`, with Secret references resolved;
+/// `with_values` when values from `spec.valuesFrom` were merged in (sensitive ones by their
+/// plain names).
+async fn resource_config(
+    client: &Client,
+    provider: &Configured,
+    type_name: &str,
+    namespace: &str,
+    for_provider: &Json,
+    with_values: bool,
+) -> Result<Value> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut values: HashMap<SecretRef, String> = HashMap::new();
+    for r in provider.fields.secret_refs(for_provider) {
+        let v = secret_value(&secrets, &r.name, &r.key).await?;
+        values.insert(r, v);
+    }
+    config_value(provider, type_name, for_provider, with_values, &values)
+}
+
+/// [`ProviderSource::resource_config`] once the Secret values `spec.forProvider` references
+/// are read (`values`, by reference): pure, so `kraken plan` can read them elsewhere (a Secret
+/// of its manifests stands in for one not applied yet).
+pub fn config_value(
+    provider: &Configured,
+    type_name: &str,
+    for_provider: &Json,
+    with_values: bool,
+    values: &HashMap<SecretRef, String>,
+) -> Result<Value> {
+    let mut secret = |r: &SecretRef| {
+        values
+            .get(r)
+            .cloned()
+            .ok_or_else(|| FieldError::SecretNotFound {
+                name: r.name.clone(),
+            })
+    };
+    let tf = if with_values {
+        provider
+            .fields
+            .spec_to_tf_with_values(for_provider, &mut secret)
+    } else {
+        provider.fields.spec_to_tf(for_provider, &mut secret)
+    }
+    .map_err(|e| Error::InvalidSpec(e.to_string()))?;
+    let block = &provider.resource(type_name)?.block;
+    from_kube_json(&tf, &block.implied_type()).map_err(|e| {
+        // A sensitive argument's value came from a Secret: say what was wrong, never what it
+        // was (the message reaches conditions and Events).
+        let sensitive = matches!(e.path.steps.first(), Some(PathStep::Attr(a))
+            if block.attributes.get(a).is_some_and(|attr| attr.sensitive));
+        let message = match e.message.split_once(", got ") {
+            Some((expected, _)) if sensitive => {
+                format!("{expected}, got a value of another type (sensitive: not shown)")
+            }
+            _ => e.message.clone(),
+        };
+        Error::InvalidSpec(format!("{}: {message}", provider.fields.kube_path(&e.path)))
+    })
+}
+
+/// One key of a Secret, as text.
+async fn secret_value(secrets: &Api<Secret>, name: &str, key: &str) -> Result<String> {
+    match secrets.get_opt(name).await? {
+        Some(secret) => secret_text(&secret, name, key),
+        None => Err(Error::SecretMissing(format!("Secret {name} not found"))),
+    }
+}
+
+/// Key `key` of the Secret `name` (`secret`) as text, unless Kraken's own Secrets and
+/// service-account tokens are off limits for it; errors name what is wrong.
+pub fn secret_text(secret: &Secret, name: &str, key: &str) -> Result<String> {
+    if let Some(why) = kraken_core_kinds::secret_off_limits(secret) {
+        return Err(Error::Forbidden(format!(
+            "Secret {name} cannot be referenced: {why}"
+        )));
+    }
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|s| s.clone().into_bytes())
+        })
+        .ok_or_else(|| Error::SecretMissing(format!("Secret {name} has no key {key}")))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Error::InvalidSpec(format!("Secret {name} key {key} is not UTF-8 text")))
+}
+
+#[cfg(test)]
+mod verify_tests;

@@ -54,5 +54,7 @@ tail -n 3 "$aws_log" >&2
 step "every test peer (scripts/testenv.sh install)"
 scripts/testenv.sh install
 
-step "cargo test"
-cargo test --workspace --locked --no-fail-fast
+step "cargo test, the test binaries side by side (scripts/lib/run_tests.py)"
+# What `cargo test --workspace` runs, several binaries at once: most end-to-end tests wait on a
+# control plane or a provider, so one binary at a time left the cores idle.
+python3 scripts/lib/run_tests.py --log-dir "${CARGO_TARGET_DIR:-target}/test-logs" -- --workspace --locked

@@ -19,7 +19,6 @@
 pub mod client;
 pub mod config;
 pub mod controller;
-#[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod plan;
 pub mod policy;

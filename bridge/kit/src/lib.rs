@@ -12,7 +12,6 @@ pub mod api_limit;
 pub mod conditions;
 pub mod errors;
 pub mod events;
-#[cfg(any(test, feature = "fake"))]
 pub mod fake_api;
 pub mod fence;
 pub mod finalizer;

@@ -1,8 +1,11 @@
 //! A stateful in-memory provider for unit tests: implements [`Plugin`] over a table of objects
 //! keyed by id, so a controller's whole plan → apply → read cycle runs in-process.
 //!
-//! Test-only (`#[cfg(test)]`): the end-to-end tests in `tests/` drive real provider binaries,
-//! so no other crate needs it, and it stays out of the shipped binary.
+//! For the unit tests of this crate and the layers above (the end-to-end tests in `tests/`
+//! drive real provider binaries). It is compiled into the library rather than kept behind a
+//! feature: a feature turned on by the layers' dev-dependencies made `cargo test --workspace`
+//! build every layer twice (with and without it), and nothing in the binary calls it, so the
+//! linker drops it.
 //!
 //! One resource type, [`TYPE`], with a required argument `name` (also the id the object gets,
 //! as for providers whose objects are named by the user), an optional `description`, an

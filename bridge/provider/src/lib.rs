@@ -16,7 +16,6 @@ mod client;
 mod convert;
 mod deadline;
 pub mod env;
-#[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod grpc;
 mod handshake;

@@ -7,7 +7,6 @@
 //! unit tests can hand it a fake provider ([`fake::FakeSource`]).
 
 mod error;
-#[cfg(any(test, feature = "fake"))]
 pub mod fake;
 
 use std::collections::HashMap;

@@ -11,49 +11,98 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt as _;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 
-use super::controller::Context;
 use kraken_core_kinds::ec2::{AwsConfig, AwsConfigStatus, EC2Instance};
 use kraken_core_kinds::lifecycle::{self, CONFIG_FINALIZER, OnDelete, hold_secrets};
+use kraken_kit::Kit;
 use kraken_kit::conditions::{self, READY, Set, reason};
 use kraken_kit::finalizer::{self, Phase};
-use kraken_kit::time::jitter;
+use kraken_kit::reconciler::{ReconcileError, Reconciler};
 
-/// How soon an AwsConfig whose Secrets are missing looks again (a Secret's creation does not
-/// wake it).
-const RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+/// The kind as metrics and logs name it.
+const LABEL: &str = "AwsConfig.aws.kraken.dev";
+
+/// Why a pass stopped; both are tried again with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The log line shows the API server's answer after this (`kit::errors::chain`).
+    #[error("kubernetes API request failed")]
+    Api(#[from] kube::Error),
+    /// A credentials Secret it names is missing, being deleted or not usable (reported as
+    /// `Ready=False`; a Secret's creation does not wake the AwsConfig, its retry does).
+    #[error("{0}")]
+    SecretMissing(String),
+}
+
+impl ReconcileError for Error {
+    fn reason(&self) -> &str {
+        match self {
+            Error::Api(e) => e.reason(),
+            Error::SecretMissing(_) => reason::SECRET_MISSING,
+        }
+    }
+
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+/// The AwsConfig controller's context.
+pub struct AwsConfigs {
+    pub kit: Arc<Kit>,
+}
+
+impl std::ops::Deref for AwsConfigs {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
+    }
+}
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<AwsConfigs>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<AwsConfig> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default().any_semantic())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| std::future::ready(()))
-        .await;
+    let controller = Controller::new(api, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown);
+    kraken_kit::reconciler::drive(controller, ctx).await;
 }
 
-fn error_policy(cfg: Arc<AwsConfig>, err: &kube::Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(awsconfig = %cfg.name_any(), "AwsConfig reconcile failed: {err}");
-    Action::requeue(jitter(std::time::Duration::from_secs(5), 0.2))
+/// The AwsConfig controller in the shape every controller has (`kraken_kit::reconciler`).
+impl Reconciler for AwsConfigs {
+    type Object = AwsConfig;
+    type Error = Error;
+
+    fn kit(&self) -> &Kit {
+        &self.kit
+    }
+
+    fn kind(&self) -> &str {
+        LABEL
+    }
+
+    fn reconcile(
+        self: Arc<Self>,
+        cfg: Arc<AwsConfig>,
+    ) -> impl std::future::Future<Output = Result<Action, Error>> + Send {
+        reconcile(cfg, self)
+    }
 }
 
-async fn reconcile(cfg: Arc<AwsConfig>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+async fn reconcile(cfg: Arc<AwsConfig>, ctx: Arc<AwsConfigs>) -> Result<Action, Error> {
     let Some(ns) = cfg.namespace() else {
         return Ok(Action::await_change());
     };
     let api: Api<AwsConfig> = Api::namespaced(ctx.client.clone(), &ns);
     match finalizer::phase(&cfg.metadata, CONFIG_FINALIZER) {
         Phase::Released => return Ok(Action::await_change()),
-        Phase::Cleanup => return cleanup(&cfg, &ctx, &api, &ns).await,
+        Phase::Cleanup => return Ok(cleanup(&cfg, &ctx, &api, &ns).await?),
         Phase::Apply { add } => {
             if add {
                 finalizer::ensure(
@@ -81,13 +130,17 @@ async fn reconcile(cfg: Arc<AwsConfig>, ctx: Arc<Context>) -> Result<Action, kub
         sweep,
     )
     .await?;
-    let (update, action) = readiness(&names, &held);
+    let ready = readiness(&names, &held);
+    let update = match &ready {
+        Ok(update) => update.clone(),
+        Err(missing) => Set::new(READY, false, reason::SECRET_MISSING, missing.to_string()),
+    };
     write_status(&cfg, &ctx, &api, update).await?;
-    Ok(action)
+    ready.map(|_| Action::await_change())
 }
 
 /// `Ready` from the Secrets named and those held (found, usable, not being deleted).
-fn readiness(names: &std::collections::BTreeSet<String>, held: &[String]) -> (Set, Action) {
+fn readiness(names: &std::collections::BTreeSet<String>, held: &[String]) -> Result<Set, Error> {
     let missing: Vec<&str> = names
         .iter()
         .filter(|n| !held.contains(n))
@@ -98,10 +151,7 @@ fn readiness(names: &std::collections::BTreeSet<String>, held: &[String]) -> (Se
             "credentials Secret {} not found, being deleted, or not usable by EC2Instances",
             missing.join(", ")
         );
-        return (
-            Set::new(READY, false, reason::SECRET_MISSING, message),
-            Action::requeue(jitter(RETRY, 0.2)),
-        );
+        return Err(Error::SecretMissing(message));
     }
     let message = if names.is_empty() {
         "no credentials of its own: the operator's, where it lends them".to_owned()
@@ -109,10 +159,7 @@ fn readiness(names: &std::collections::BTreeSet<String>, held: &[String]) -> (Se
         let list: Vec<&str> = names.iter().map(String::as_str).collect();
         format!("credentials from Secret {}", list.join(", "))
     };
-    (
-        Set::new(READY, true, reason::AVAILABLE, message),
-        Action::await_change(),
-    )
+    Ok(Set::new(READY, true, reason::AVAILABLE, message))
 }
 
 /// The finalizer this AwsConfig puts on the Secrets it reads.
@@ -124,7 +171,7 @@ fn holder(name: &str) -> String {
 /// itself.
 async fn cleanup(
     cfg: &AwsConfig,
-    ctx: &Context,
+    ctx: &AwsConfigs,
     api: &Api<AwsConfig>,
     ns: &str,
 ) -> Result<Action, kube::Error> {
@@ -182,7 +229,7 @@ async fn cleanup(
 /// Writes `update` into the status, if that changes it.
 async fn write_status(
     cfg: &AwsConfig,
-    ctx: &Context,
+    ctx: &AwsConfigs,
     api: &Api<AwsConfig>,
     update: Set,
 ) -> Result<(), kube::Error> {
@@ -201,27 +248,18 @@ async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kraken_kit::Kit;
     use kraken_kit::fake_api::FakeApi;
     use kraken_kit::metrics::Metrics;
     use kube::api::DeleteParams;
     use serde_json::json;
 
-    /// Over the fake API server: the AwsConfig holds its Secret, waits while an EC2Instance
-    /// names it, then releases the Secret and itself.
-    #[tokio::test]
-    async fn deletion_waits_for_the_instances_then_lets_go() -> anyhow::Result<()> {
-        let api = FakeApi::new();
-        let ctx = Arc::new(Context {
-            kit: Arc::new(Kit::new(api.client(), Arc::new(Metrics::new()))),
-            hub_index: Arc::new(kraken_hub::Index::default()),
-            policy: Default::default(),
-        });
-        api.insert(
-            "secrets",
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "creds", "namespace": "team"}, "data": {"id": "aWQ="}}),
-        );
+    fn controller(api: &FakeApi) -> Arc<AwsConfigs> {
+        let kit = Kit::new(api.client(), Arc::new(Metrics::new()));
+        Arc::new(AwsConfigs { kit: Arc::new(kit) })
+    }
+
+    /// The AwsConfig `default` of namespace `team`, reading the Secret `creds`.
+    fn aws_config(api: &FakeApi) {
         api.insert(
             "awsconfigs",
             json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
@@ -230,6 +268,80 @@ mod tests {
                        "accessKeyIdSecretRef": {"name": "creds", "key": "id"},
                        "secretAccessKeySecretRef": {"name": "creds", "key": "id"}}}}),
         );
+    }
+
+    fn creds(api: &FakeApi) {
+        api.insert(
+            "secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "creds", "namespace": "team"}, "data": {"id": "aWQ="}}),
+        );
+    }
+
+    /// `(status, reason)` of the stored AwsConfig's `Ready`.
+    fn ready_of(api: &FakeApi) -> Option<(String, String)> {
+        let cfg = api.get("awsconfigs", "team", "default")?;
+        let c = cfg["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == READY)?
+            .clone();
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+        Some((s("status"), s("reason")))
+    }
+
+    /// Through the runner: a missing Secret is reported and retried with the kit's backoff
+    /// (its creation does not wake the AwsConfig), and the pass after it appears is Ready.
+    /// (An AwsConfig has no failure only its own change could fix: its schema refuses what
+    /// it could not use.)
+    #[tokio::test]
+    async fn a_missing_secret_backs_off_until_it_appears() -> anyhow::Result<()> {
+        let api = FakeApi::new();
+        let ctx = controller(&api);
+        aws_config(&api);
+        let cfgs: Api<AwsConfig> = Api::namespaced(api.client(), "team");
+        let run = || async {
+            let cfg = cfgs.get("default").await?;
+            anyhow::Ok(kraken_kit::reconciler::run(ctx.clone(), Arc::new(cfg)).await)
+        };
+        let uid = cfgs.get("default").await?.metadata.uid.unwrap_or_default();
+        let action = run().await?;
+        assert_ne!(action, Action::await_change(), "retried");
+        assert_eq!(
+            ready_of(&api),
+            Some(("False".into(), reason::SECRET_MISSING.into()))
+        );
+        assert_eq!(ctx.backoff.failures(&uid), 1);
+        api.fail_next("GET", "/secrets/creds", 503);
+        assert_ne!(run().await?, Action::await_change(), "retried");
+        assert_eq!(ctx.backoff.failures(&uid), 2);
+        creds(&api);
+        assert_eq!(run().await?, Action::await_change());
+        assert_eq!(
+            ready_of(&api),
+            Some(("True".into(), reason::AVAILABLE.into()))
+        );
+        assert_eq!(ctx.backoff.failures(&uid), 0);
+        let text = ctx.metrics.encode();
+        for (why, n) in [(reason::SECRET_MISSING, 1), (reason::API_ERROR, 1)] {
+            let series = format!(
+                "kraken_reconcile_failures_total{{kind=\"{LABEL}\",reason=\"{why}\"}} {n}\n"
+            );
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+        let runs = format!("kraken_reconcile_runs_total{{kind=\"{LABEL}\"}} 3\n");
+        assert!(text.contains(&runs), "{text}");
+        Ok(())
+    }
+
+    /// Over the fake API server: the AwsConfig holds its Secret, waits while an EC2Instance
+    /// names it, then releases the Secret and itself.
+    #[tokio::test]
+    async fn deletion_waits_for_the_instances_then_lets_go() -> anyhow::Result<()> {
+        let api = FakeApi::new();
+        let ctx = controller(&api);
+        creds(&api);
+        aws_config(&api);
         api.insert(
             "ec2instances",
             json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
@@ -294,14 +406,13 @@ mod tests {
     fn ready_when_every_named_secret_is_held() {
         let names: std::collections::BTreeSet<String> =
             ["a".to_owned(), "b".to_owned()].into_iter().collect();
-        let (set, _) = readiness(&names, &["a".to_owned(), "b".to_owned()]);
+        let set = readiness(&names, &["a".to_owned(), "b".to_owned()]).expect("ready");
         assert!(set.status, "{}", set.message);
         assert_eq!(set.message, "credentials from Secret a, b");
-        let (set, _) = readiness(&names, &["a".to_owned()]);
-        assert!(!set.status);
-        assert_eq!(set.reason, reason::SECRET_MISSING);
-        assert!(set.message.contains("Secret b"), "{}", set.message);
-        let (set, _) = readiness(&Default::default(), &[]);
+        let missing = readiness(&names, &["a".to_owned()]).expect_err("a Secret missing");
+        assert_eq!(missing.reason(), reason::SECRET_MISSING);
+        assert!(missing.to_string().contains("Secret b"), "{missing}");
+        let set = readiness(&Default::default(), &[]).expect("ready");
         assert!(set.status, "{}", set.message);
     }
 }

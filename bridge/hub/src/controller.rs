@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
@@ -21,7 +21,6 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::json;
-use tracing::Instrument as _;
 
 use super::resolve::{Resolution, Sources, resolve, sensitive_secret};
 use super::watches::{AbortOnDrop, readers, request_changes, retriggered, spawn_pending_gauge};
@@ -32,23 +31,59 @@ use super::{
 use kraken_core_kinds::hub::{
     DependencyRequest, DependencyRequestStatus, StateDeclaration, ValueReference,
 };
+use kraken_kit::Kit;
 use kraken_kit::conditions::{self, READY, Set};
-use kraken_kit::metrics::Metrics;
+use kraken_kit::fence::Fenced;
 use kraken_kit::ownership::{self, Claim};
+use kraken_kit::reconciler::{ReconcileError, Reconciler};
 use kraken_kit::ring::Ownership;
 
 /// Field manager of the hub's writes.
 const MANAGER: &str = "kraken-hub";
 
+/// The kind as metrics and logs name it.
+const LABEL: &str = "DependencyRequest.core.kraken.dev";
+
 /// Held while one StateDeclaration is read (see [`Hub::declaration`]).
 type Gate = Arc<tokio::sync::Mutex<()>>;
 
+/// Why a resolution stopped. What a reference cannot resolve is no failure of the pass (it is
+/// reported on the request, and the watches of what it reads wake it).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Tried again; the log line shows the API server's answer after this
+    /// (`kit::errors::chain`).
+    #[error("kubernetes API request failed")]
+    Api(#[from] kube::Error),
+    /// Tried again. Its term (leader or shard member) lapsed: the replica holding it now resolves the
+    /// request, or this one once renewed.
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
+    /// The Secret of its sensitive values exists and another object controls it (reported on
+    /// the request; it waits for a change rather than taking the Secret over).
+    #[error("{0}")]
+    NotOwned(String),
+}
+
+impl ReconcileError for Error {
+    fn reason(&self) -> &str {
+        match self {
+            Error::Api(e) => e.reason(),
+            Error::Fenced(e) => e.reason(),
+            Error::NotOwned(_) => reason::NOT_OWNED,
+        }
+    }
+
+    fn is_transient(&self) -> bool {
+        !matches!(self, Error::NotOwned(_))
+    }
+}
+
+/// The DependencyRequest controller's context: the kit (its client, metrics, readiness and
+/// the fence its writes pass), the index, and what it caches between passes.
 pub struct Hub {
-    pub client: Client,
+    pub kit: Arc<Kit>,
     pub index: Arc<Index>,
-    pub metrics: Arc<Metrics>,
-    /// Told when the requests' cache has synced (`/readyz`).
-    pub readiness: Arc<kraken_kit::readiness::Readiness>,
     /// Requests to resolve again: the other members of a cycle one request found.
     retrigger: tokio::sync::mpsc::UnboundedSender<ObjectRef<DependencyRequest>>,
     retriggered: std::sync::Mutex<
@@ -64,8 +99,13 @@ pub struct Hub {
     /// `--shards auto`: the share of consumers whose requests this replica resolves (every
     /// replica indexes every request; only the consumer's owner writes its resolution).
     shard: Option<tokio::sync::watch::Receiver<(Ownership, u64)>>,
-    /// Resolutions are written only while this replica's term (leader or shard member) holds.
-    fence: kraken_kit::fence::Fence,
+}
+
+impl std::ops::Deref for Hub {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
+    }
 }
 
 impl Hub {
@@ -127,26 +167,20 @@ impl Hub {
             .map(|(_, sd)| sd.clone())
     }
 
-    pub fn new(client: Client, index: Arc<Index>, metrics: Arc<Metrics>) -> Self {
+    /// A hub over `kit`: resolutions are written only while its fence passes (this replica's
+    /// term, leader or shard member), and its cache reports to its readiness.
+    pub fn new(kit: Arc<Kit>, index: Arc<Index>) -> Self {
         let (retrigger, rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
-            client,
+            kit,
             index,
-            metrics,
-            readiness: Arc::default(),
             retrigger,
             retriggered: std::sync::Mutex::new(Some(rx)),
             versions: std::sync::OnceLock::new(),
             declarations: std::sync::Mutex::default(),
             fetching: std::sync::Mutex::default(),
             shard: None,
-            fence: kraken_kit::fence::Fence::open(),
         }
-    }
-
-    /// The same hub writing only while `fence` passes.
-    pub fn with_fence(self, fence: kraken_kit::fence::Fence) -> Self {
-        Self { fence, ..self }
     }
 
     /// The same hub resolving only the requests of consumers `shard` owns.
@@ -181,11 +215,6 @@ impl Hub {
             rx.changed().await.ok()?;
             Some(((), Some(rx)))
         })
-    }
-
-    /// The same hub reporting its cache to `readiness`.
-    pub fn with_readiness(self, readiness: Arc<kraken_kit::readiness::Readiness>) -> Self {
-        Self { readiness, ..self }
     }
 }
 
@@ -233,7 +262,7 @@ pub async fn run(
     tracing::info!("starting the dependency hub");
     let _pending = spawn_pending_gauge(reader.clone(), hub.metrics.clone());
     let _synced = {
-        let mut cache = hub.readiness.cache("DependencyRequest.core.kraken.dev");
+        let mut cache = hub.readiness.cache(LABEL);
         let reader = reader.clone();
         AbortOnDrop(tokio::spawn(async move {
             if kraken_kit::readiness::store_synced(&reader).await {
@@ -242,7 +271,7 @@ pub async fn run(
             std::future::pending::<()>().await;
         }))
     };
-    Controller::for_stream(requests, reader)
+    let controller = Controller::for_stream(requests, reader)
         .reconcile_on(retriggered(again))
         .reconcile_all_on(hub.share_changes())
         .watches_stream(
@@ -252,42 +281,30 @@ pub async fn run(
         .watches_stream(cms, readers(SourceKind::ConfigMap, hub.index.clone()))
         .watches_stream(secrets, readers(SourceKind::Secret, hub.index.clone()))
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, hub)
-        .for_each(|res| {
-            if let Err(err) = res {
-                tracing::debug!("dependency hub: {err}");
-            }
-            std::future::ready(())
-        })
-        .await;
+        .graceful_shutdown_on(shutdown);
+    kraken_kit::reconciler::drive(controller, hub).await;
     tracing::info!("dependency hub stopped");
 }
 
-fn error_policy(_: Arc<DependencyRequest>, err: &kube::Error, _: Arc<Hub>) -> Action {
-    tracing::warn!(
-        "dependency hub: {}; retrying",
-        kraken_kit::errors::chain(err)
-    );
-    Action::requeue(std::time::Duration::from_secs(5))
-}
+/// The DependencyRequest controller in the shape every controller has
+/// (`kraken_kit::reconciler`).
+impl Reconciler for Hub {
+    type Object = DependencyRequest;
+    type Error = Error;
 
-/// One request's reconcile, in a span naming it.
-pub(crate) async fn reconcile(
-    dr: Arc<DependencyRequest>,
-    hub: Arc<Hub>,
-) -> Result<Action, kube::Error> {
-    let ns = dr.namespace().unwrap_or_default();
-    let name = dr.name_any();
-    let span = tracing::info_span!(
-        "reconcile",
-        kind = "DependencyRequest",
-        namespace = %ns,
-        name = %name
-    );
-    resolve_request(&dr, &hub, &ns, &name)
-        .instrument(span)
-        .await
+    fn kit(&self) -> &Kit {
+        &self.kit
+    }
+
+    fn kind(&self) -> &str {
+        LABEL
+    }
+
+    async fn reconcile(self: Arc<Self>, dr: Arc<DependencyRequest>) -> Result<Action, Error> {
+        let ns = dr.namespace().unwrap_or_default();
+        let name = dr.name_any();
+        resolve_request(&dr, &self, &ns, &name).await
+    }
 }
 
 /// Gather → resolve → write.
@@ -296,7 +313,7 @@ async fn resolve_request(
     hub: &Hub,
     ns: &str,
     name: &str,
-) -> Result<Action, kube::Error> {
+) -> Result<Action, Error> {
     let parsed: Vec<(&ValueReference, Result<Parsed, Failure>)> = dr
         .spec
         .references
@@ -314,10 +331,7 @@ async fn resolve_request(
     }
     // A replica whose term lapsed writes nothing: the one holding it now resolves the request
     // (or this one, once renewed).
-    if let Err(fenced) = hub.fence.check() {
-        tracing::debug!(request = %name, namespace = %ns, "not resolving: {fenced}");
-        return Ok(Action::requeue(std::time::Duration::from_secs(5)));
-    }
+    hub.fence.check()?;
     let (resolution, published) = match cycle(hub, dr, ns, name) {
         Some(failure) => {
             let failures = vec![failure];
@@ -334,9 +348,12 @@ async fn resolve_request(
             (resolve(&parsed, &sources), newest_publication(&sources))
         }
     };
-    let status = write_values(hub, dr, ns, name, resolution).await?;
+    let (status, refused) = write_values(hub, dr, ns, name, resolution).await?;
     let changed = dr.status.as_ref().map(|s| &s.values) != Some(&status.values);
     write_status(hub, dr, ns, name, status).await?;
+    if let Some(refused) = refused {
+        return Err(refused);
+    }
     if let Some(at) = published.filter(|_| changed) {
         let age = k8s_openapi::jiff::Timestamp::now().duration_since(at);
         hub.metrics.hub_propagated(age.as_secs_f64());
@@ -466,14 +483,15 @@ async fn fetch_secret(
 }
 
 /// The request's next status from `resolution`, after writing its sensitive values into its
-/// Secret (when it resolved and they changed).
+/// Secret (when it resolved and they changed); with the refusal to report, when that Secret is
+/// another's.
 async fn write_values(
     hub: &Hub,
     dr: &DependencyRequest,
     ns: &str,
     name: &str,
     resolution: Resolution,
-) -> Result<DependencyRequestStatus, kube::Error> {
+) -> Result<(DependencyRequestStatus, Option<Error>), kube::Error> {
     let mut status = DependencyRequestStatus {
         observed_generation: dr.metadata.generation,
         ..Default::default()
@@ -499,7 +517,7 @@ async fn write_values(
                 Ok(false) => {}
                 Err(e) if ownership::is_refusal(&e) => {
                     let message = ownership::refusal_message(&e, &format!("Secret {secret}"));
-                    let update = Set::new(READY, false, reason::NOT_OWNED, message);
+                    let update = Set::new(READY, false, reason::NOT_OWNED, message.clone());
                     let old = dr.status.clone().unwrap_or_default();
                     status.conditions = conditions::merge(
                         &old.conditions,
@@ -507,7 +525,7 @@ async fn write_values(
                         dr.metadata.generation,
                         &conditions::now(),
                     );
-                    return Ok(status);
+                    return Ok((status, Some(Error::NotOwned(message))));
                 }
                 Err(e) => return Err(e),
             }
@@ -524,7 +542,7 @@ async fn write_values(
     let old = dr.status.clone().unwrap_or_default();
     let now = conditions::now();
     status.conditions = conditions::merge(&old.conditions, &[update], dr.metadata.generation, &now);
-    Ok(status)
+    Ok((status, None))
 }
 
 /// Writes `status` unless the request already says it.

@@ -18,7 +18,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::Value as Json;
-use tracing::Instrument as _;
 
 use super::consumer::{Values, WAITING, consumer_triggers, drop_request, request_values};
 use super::{object_key, to_text};
@@ -29,6 +28,7 @@ use kraken_core_kinds::hub::{
 use kraken_kit::Kit;
 use kraken_kit::conditions::{self, READY, Set};
 use kraken_kit::finalizer::{self, Phase};
+use kraken_kit::reconciler::{ReconcileError, Reconciler};
 
 const FINALIZER: &str = "kraken.dev/config-export";
 /// Label on a target: the ConfigExport that owns it.
@@ -36,7 +36,47 @@ pub const EXPORT_LABEL: &str = "kraken.dev/config-export";
 const MANAGER: &str = "kraken-config-export";
 /// The ConfigExports' resource, as the write metrics name it.
 const RESOURCE: &str = "configexports";
+/// The kind as metrics and logs name it.
+const LABEL: &str = "ConfigExport.core.kraken.dev";
 
+/// Why an export stopped. Besides the API server failing (tried again), the export may not
+/// be written as asked: reported on its `Ready` condition, and left until the ConfigExport
+/// changes (an object in the way that goes meanwhile is seen at its next pass).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The log line shows the API server's answer after this (`kit::errors::chain`).
+    #[error("kubernetes API request failed")]
+    Api(#[from] kube::Error),
+    /// A Secret's value or a sensitive output would go to a ConfigMap.
+    #[error("{0}")]
+    SensitiveValue(String),
+    /// The target exists and this ConfigExport did not make it: it is never overwritten.
+    #[error("{0}")]
+    TargetNotOwned(String),
+}
+
+impl Error {
+    /// The `Ready` reason (and Event reason, metric label).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Api(_) => kraken_kit::conditions::reason::API_ERROR,
+            Error::SensitiveValue(_) => "SensitiveValue",
+            Error::TargetNotOwned(_) => "TargetNotOwned",
+        }
+    }
+}
+
+impl ReconcileError for Error {
+    fn reason(&self) -> &str {
+        Error::reason(self)
+    }
+
+    fn is_transient(&self) -> bool {
+        matches!(self, Error::Api(_))
+    }
+}
+
+/// The ConfigExport controller's context.
 pub struct Exporter {
     pub kit: Arc<Kit>,
     pub index: Arc<super::Index>,
@@ -59,42 +99,35 @@ pub async fn run(
     let api: Api<ConfigExport> = Api::all(ex.client.clone());
     let triggers = consumer_triggers(&ex.index, GROUP, "ConfigExport")
         .map(|(name, ns)| ObjectRef::<ConfigExport>::new(&name).within(&ns));
-    Controller::new(api, watcher::Config::default().any_semantic())
+    let controller = Controller::new(api, watcher::Config::default().any_semantic())
         .reconcile_on(triggers)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ex)
-        .for_each(|_| std::future::ready(()))
-        .await;
+        .graceful_shutdown_on(shutdown);
+    kraken_kit::reconciler::drive(controller, ex).await;
 }
 
-fn error_policy(_: Arc<ConfigExport>, err: &kube::Error, _: Arc<Exporter>) -> Action {
-    tracing::warn!(
-        "config export: {}; retrying",
-        kraken_kit::errors::chain(err)
-    );
-    Action::requeue(std::time::Duration::from_secs(5))
-}
+/// The ConfigExport controller in the shape every controller has (`kraken_kit::reconciler`).
+impl Reconciler for Exporter {
+    type Object = ConfigExport;
+    type Error = Error;
 
-/// One ConfigExport's reconcile, in a span naming it.
-pub(crate) async fn reconcile(
-    ce: Arc<ConfigExport>,
-    ex: Arc<Exporter>,
-) -> Result<Action, kube::Error> {
-    let ns = ce.namespace().unwrap_or_default();
-    let name = ce.name_any();
-    let span =
-        tracing::info_span!("reconcile", kind = "ConfigExport", namespace = %ns, name = %name);
-    export(&ce, &ex, &ns, &name).instrument(span).await
+    fn kit(&self) -> &Kit {
+        &self.kit
+    }
+
+    fn kind(&self) -> &str {
+        LABEL
+    }
+
+    async fn reconcile(self: Arc<Self>, ce: Arc<ConfigExport>) -> Result<Action, Error> {
+        let ns = ce.namespace().unwrap_or_default();
+        let name = ce.name_any();
+        export(&ce, &self, &ns, &name).await
+    }
 }
 
 /// Finalizer → request the values → write the target → status.
-async fn export(
-    ce: &ConfigExport,
-    ex: &Exporter,
-    ns: &str,
-    name: &str,
-) -> Result<Action, kube::Error> {
+async fn export(ce: &ConfigExport, ex: &Exporter, ns: &str, name: &str) -> Result<Action, Error> {
     let api: Api<ConfigExport> = Api::namespaced(ex.client.clone(), ns);
     match finalizer::phase(&ce.metadata, FINALIZER) {
         Phase::Released => return Ok(Action::await_change()),
@@ -128,25 +161,32 @@ async fn export(
         references(ce),
     )
     .await?;
-    let update = match values {
-        Values::None => Set::new(READY, false, "NoData", "spec.data is empty"),
-        Values::Waiting { reason, message } => {
-            Set::new(READY, false, WAITING, format!("{reason}: {message}"))
-        }
+    let outcome = match values {
+        Values::None => Ok(Set::new(READY, false, "NoData", "spec.data is empty")),
+        Values::Waiting { reason, message } => Ok(Set::new(
+            READY,
+            false,
+            WAITING,
+            format!("{reason}: {message}"),
+        )),
         Values::Ready { sensitive, .. }
             if !sensitive.is_empty() && ce.spec.target.kind == TargetKind::ConfigMap =>
         {
-            Set::new(
-                READY,
-                false,
-                "SensitiveValue",
-                format!(
-                    "{} come from Secrets or sensitive outputs and are never written to a ConfigMap; export them to a Secret (spec.target.kind: Secret)",
-                    sensitive.join(", ")
-                ),
-            )
+            Err(Error::SensitiveValue(format!(
+                "{} come from Secrets or sensitive outputs and are never written to a ConfigMap; export them to a Secret (spec.target.kind: Secret)",
+                sensitive.join(", ")
+            )))
         }
-        Values::Ready { values, .. } => write_target(ex, ce, ns, &values).await?,
+        Values::Ready { values, .. } => write_target(ex, ce, ns, &values).await,
+    };
+    let update = match outcome {
+        Ok(update) => update,
+        Err(e @ Error::Api(_)) => return Err(e),
+        Err(refused) => {
+            let update = Set::new(READY, false, refused.reason(), refused.to_string());
+            write_status(ex, ce, &api, update).await?;
+            return Err(refused);
+        }
     };
     write_status(ex, ce, &api, update).await?;
     Ok(Action::await_change())
@@ -211,7 +251,7 @@ async fn write_target(
     ce: &ConfigExport,
     ns: &str,
     values: &[(String, Json)],
-) -> Result<Set, kube::Error> {
+) -> Result<Set, Error> {
     let data: BTreeMap<String, String> = values
         .iter()
         .map(|(k, v)| (k.clone(), to_text(v)))
@@ -257,15 +297,10 @@ async fn write_target(
         }
     };
     if !owned {
-        return Ok(Set::new(
-            READY,
-            false,
-            "TargetNotOwned",
-            format!(
-                "{:?} {} exists and was not made by this ConfigExport; Kraken does not overwrite it (delete it or choose another name)",
-                ce.spec.target.kind, ce.spec.target.name
-            ),
-        ));
+        return Err(Error::TargetNotOwned(format!(
+            "{:?} {} exists and was not made by this ConfigExport; Kraken does not overwrite it (delete it or choose another name)",
+            ce.spec.target.kind, ce.spec.target.name
+        )));
     }
     Ok(ready(ce, n))
 }

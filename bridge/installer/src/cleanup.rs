@@ -11,7 +11,7 @@ use kraken_kit::conditions::reason::IN_USE;
 /// the finalizer.
 pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, kube::Error> {
     let name = p.name_any();
-    let crds: Api<CustomResourceDefinition> = Api::all(inst.ctx.client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(inst.client.clone());
     let owned = crds
         .list(&ListParams::default().labels(&format!("{PROVIDER_NAME_LABEL}={name}")))
         .await?;
@@ -28,14 +28,11 @@ pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, ku
     for crd in &owned {
         let crd_name = crd.name_any();
         if remove {
-            inst.ctx
-                .metrics
+            inst.metrics
                 .api_write("customresourcedefinitions", "delete");
             crds.delete(&crd_name, &DeleteParams::default()).await?;
         } else {
-            inst.ctx
-                .metrics
-                .api_write("customresourcedefinitions", "patch");
+            inst.metrics.api_write("customresourcedefinitions", "patch");
             crds.patch(
                 &crd_name,
                 &kraken_kit::status::patch_params(),
@@ -63,7 +60,7 @@ pub(super) async fn cleanup(p: &Provider, inst: &Installer) -> Result<Action, ku
         &p.metadata,
         FINALIZER,
         false,
-        &inst.ctx.metrics,
+        &inst.metrics,
         "providers",
     )
     .await?;
@@ -81,7 +78,7 @@ async fn users(
         let Some(kind) = KindInfo::any_from_crd(crd) else {
             continue;
         };
-        let objects: Api<DynamicObject> = Api::all_with(inst.ctx.client.clone(), &kind.resource);
+        let objects: Api<DynamicObject> = Api::all_with(inst.client.clone(), &kind.resource);
         let list = objects.list_metadata(&ListParams::default()).await?;
         for o in list.items {
             let who = format!(

@@ -92,7 +92,7 @@ pub(super) async fn apply_crds(
     inst: &Installer,
     crds: &[Crd],
 ) -> Result<Vec<InstalledKind>, Failure> {
-    let api: Api<CustomResourceDefinition> = Api::all(inst.ctx.client.clone());
+    let api: Api<CustomResourceDefinition> = Api::all(inst.client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut kinds = Vec::with_capacity(crds.len());
     for c in crds {
@@ -107,9 +107,7 @@ pub(super) async fn apply_crds(
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        inst.ctx
-            .metrics
-            .api_write("customresourcedefinitions", "apply");
+        inst.metrics.api_write("customresourcedefinitions", "apply");
         api.patch(&name, &params, &Patch::Apply(&crd))
             .await
             .map_err(|e| {
@@ -136,7 +134,7 @@ pub(super) async fn not_established(
     inst: &Installer,
     crds: &[Crd],
 ) -> Result<(Vec<String>, bool), Failure> {
-    let api: Api<CustomResourceDefinition> = Api::all(inst.ctx.client.clone());
+    let api: Api<CustomResourceDefinition> = Api::all(inst.client.clone());
     let mut pending = Vec::new();
     let mut missing = false;
     for c in crds {

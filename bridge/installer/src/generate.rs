@@ -3,6 +3,10 @@
 //! keeps most of it after it is freed. So the operator runs `kraken generate-crds`, a child
 //! that reads the schema, generates the selected CRDs and prints them, and keeps only those.
 //! The child speaks JSON: a [`Request`] on stdin, an [`Answer`] on stdout.
+//!
+//! The Provider controller holds the seam [`Generator`]: [`FromBinary`] is the real one (a
+//! child, or this process), and a unit test's answers from a schema it holds, through the
+//! same codegen ([`output`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -13,7 +17,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use kube::ResourceExt as _;
 
-use super::crds::{Crd, Request};
+pub use super::crds::{Crd, Request};
 use super::{Failure, Generated, Installer, Provider, reason};
 
 /// The CRDs generated, with what the status reports about the schema.
@@ -38,9 +42,30 @@ pub enum Answer {
     },
 }
 
-/// Steps 2 and 3: the CRDs of the Provider's selection, generated from the binary's schema
-/// (the process is stopped afterwards), in a child process when the settings name one. Kept
-/// per Provider until its version or selection changes; the schema is not kept.
+/// Steps 2 and 3 for a [`Request`]: the binary's schema → the CRDs of its selection.
+#[async_trait::async_trait]
+pub trait Generator: Send + Sync {
+    async fn generate(&self, req: &Request) -> Result<Output, Failure>;
+}
+
+/// The schema read from the binary itself (the process is stopped afterwards): by `exe
+/// generate-crds` in a child process, or in this process when there is no `exe`.
+pub struct FromBinary {
+    pub exe: Option<PathBuf>,
+}
+
+#[async_trait::async_trait]
+impl Generator for FromBinary {
+    async fn generate(&self, req: &Request) -> Result<Output, Failure> {
+        match &self.exe {
+            Some(exe) => in_child(exe, req).await,
+            None => here(req).await,
+        }
+    }
+}
+
+/// Steps 2 and 3: the CRDs of the Provider's selection, from the installer's [`Generator`].
+/// Kept per Provider until its version or selection changes; the schema is not kept.
 pub(super) async fn generated(
     inst: &Installer,
     p: &Provider,
@@ -66,10 +91,7 @@ pub(super) async fn generated(
         data_sources: p.spec.data_sources.clone(),
         schema_cache: Some(super::schema_cache_dir(&inst.settings)),
     };
-    let out = match &inst.settings.generator {
-        Some(exe) => in_child(exe, &req).await?,
-        None => here(&req).await?,
-    };
+    let out = inst.generator.generate(&req).await?;
     let hit = Arc::new(Generated {
         key,
         crds: out.crds,
@@ -83,7 +105,16 @@ pub(super) async fn generated(
 /// Generate in this process.
 pub async fn here(req: &Request) -> Result<Output, Failure> {
     let (schema, protocol) = super::crds::schema(req).await?;
-    let crds = super::crds::generate(&req.resources, &req.data_sources, &req.address, &schema)?
+    output(req, &schema, protocol)
+}
+
+/// Step 3 over the `schema` of a binary speaking `protocol`: the CRDs of `req`'s selection.
+pub fn output(
+    req: &Request,
+    schema: &kraken_provider::ProviderSchema,
+    protocol: u32,
+) -> Result<Output, Failure> {
+    let crds = super::crds::generate(&req.resources, &req.data_sources, &req.address, schema)?
         .into_iter()
         .map(|c| Crd {
             type_name: c.type_name,

@@ -10,13 +10,17 @@
 //! labels its CRDs `kraken.dev/suspended=true`, which stops their controllers; with
 //! `spec.removeCRDs` the CRDs are deleted instead. `kraken.dev/force-delete` skips the wait
 //! (CRDs and objects stay as they are). Applying the Provider again takes the label back.
+//!
+//! Its seams: packages come from registry-fetch's `Source` (a registry, a network mirror, or a
+//! directory: a unit test's filesystem mirror in a temporary directory), and steps 2 and 3
+//! (the binary's schema → CRDs) sit behind [`generate::Generator`], which a unit test answers
+//! from a schema it holds.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kraken_registry_fetch as fetch;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -30,11 +34,12 @@ use kraken_kit::Kit;
 use kraken_kit::conditions::{self, READY, Set};
 use kraken_kit::errors::chain;
 use kraken_kit::finalizer::{self, Phase};
-use kraken_kit::time::jitter;
-use kraken_source::Source;
+use kraken_kit::reconciler::{ReconcileError, Reconciler};
 
 mod cleanup;
 mod crds;
+#[cfg(test)]
+mod fake;
 pub mod generate;
 mod install;
 mod package;
@@ -87,37 +92,49 @@ pub fn schema_cache_dir(settings: &InstallSettings) -> PathBuf {
     settings.cache_dir.join(".kraken-schemas")
 }
 
-/// What the Provider and ProviderConfig controllers share.
-pub struct Context {
-    pub kit: Arc<Kit>,
-    /// The provider source the ProviderConfig controller checks configurations through (the
-    /// same one managed resources use, so the process it brings up is the one they get).
-    pub source: Arc<Source>,
-}
-
-impl std::ops::Deref for Context {
-    type Target = Kit;
-    fn deref(&self) -> &Kit {
-        &self.kit
-    }
-}
+/// The kind as metrics and logs name it.
+const LABEL: &str = "Provider.core.kraken.dev";
 
 /// The Provider controller's context.
 pub struct Installer {
-    pub ctx: Arc<Context>,
+    pub kit: Arc<Kit>,
     pub settings: InstallSettings,
+    /// Steps 2 and 3: the binary's schema → the selected CRDs.
+    generator: Arc<dyn generate::Generator>,
     /// What each Provider's last install generated, by Provider name: its CRDs are what a
     /// pass needs again, not the schema they came from (hashicorp/aws's is over 100 MiB).
     generated: Mutex<HashMap<String, Arc<Generated>>>,
 }
 
 impl Installer {
-    pub fn new(ctx: Arc<Context>, settings: InstallSettings) -> Self {
+    /// The installer the settings describe: schemas read from the binaries, in a child process
+    /// when `settings.generator` names one.
+    pub fn new(kit: Arc<Kit>, settings: InstallSettings) -> Self {
+        let generator = Arc::new(generate::FromBinary {
+            exe: settings.generator.clone(),
+        });
+        Self::with_generator(kit, settings, generator)
+    }
+
+    /// The installer with another way to generate CRDs (a fake, in unit tests).
+    pub fn with_generator(
+        kit: Arc<Kit>,
+        settings: InstallSettings,
+        generator: Arc<dyn generate::Generator>,
+    ) -> Self {
         Self {
-            ctx,
+            kit,
             settings,
+            generator,
             generated: Mutex::default(),
         }
+    }
+}
+
+impl std::ops::Deref for Installer {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
     }
 }
 
@@ -133,13 +150,15 @@ pub(crate) struct Generated {
     resource_types: usize,
 }
 
-/// Why a pass stopped, with the `Ready` reason it is reported under.
+/// Why a pass stopped, with the `Ready` reason it is reported under (the API server failing
+/// is not reported on the Provider).
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
     reason: &'static str,
     message: String,
-    /// Whether it may clear by itself (network, API server): retried sooner.
+    /// Whether it may clear by itself (network, API server): retried with backoff; else the
+    /// Provider waits for a change (a new version, another selection).
     transient: bool,
 }
 
@@ -151,25 +170,65 @@ impl Failure {
             transient,
         }
     }
+
+    fn is_api(&self) -> bool {
+        self.reason == conditions::reason::API_ERROR
+    }
+}
+
+impl From<kube::Error> for Failure {
+    fn from(e: kube::Error) -> Self {
+        let message = format!("kubernetes API request failed: {}", chain(&e));
+        Failure::new(conditions::reason::API_ERROR, message, true)
+    }
+}
+
+impl ReconcileError for Failure {
+    fn reason(&self) -> &str {
+        self.reason
+    }
+
+    fn is_transient(&self) -> bool {
+        self.transient
+    }
 }
 
 pub async fn run(
     installer: Arc<Installer>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<Provider> = Api::all(installer.ctx.client.clone());
-    Controller::new(api, watcher::Config::default().any_semantic())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, installer)
-        .for_each(|_| std::future::ready(()))
-        .await;
+    let api: Api<Provider> = Api::all(installer.client.clone());
+    let controller = Controller::new(api, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown);
+    kraken_kit::reconciler::drive(controller, installer).await;
 }
 
-async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kube::Error> {
+/// The Provider controller in the shape every controller has (`kraken_kit::reconciler`).
+impl Reconciler for Installer {
+    type Object = Provider;
+    type Error = Failure;
+
+    fn kit(&self) -> &Kit {
+        &self.kit
+    }
+
+    fn kind(&self) -> &str {
+        LABEL
+    }
+
+    fn reconcile(
+        self: Arc<Self>,
+        p: Arc<Provider>,
+    ) -> impl std::future::Future<Output = Result<Action, Failure>> + Send {
+        reconcile(p, self)
+    }
+}
+
+async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, Failure> {
     let name = p.name_any();
     tracing::debug!(provider = %name, generation = ?p.metadata.generation, "reconcile");
     match finalizer::phase(&p.metadata, FINALIZER) {
-        Phase::Cleanup => return cleanup(&p, &inst).await,
+        Phase::Cleanup => return Ok(cleanup(&p, &inst).await?),
         Phase::Released => return Ok(Action::await_change()),
         Phase::Apply { add: true } => {
             finalizer::ensure(
@@ -177,7 +236,7 @@ async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kub
                 &p.metadata,
                 FINALIZER,
                 true,
-                &inst.ctx.metrics,
+                &inst.metrics,
                 "providers",
             )
             .await?;
@@ -187,35 +246,23 @@ async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kub
     }
     let mut status = p.status.clone().unwrap_or_default();
     let outcome = install(&p, &inst, &mut status).await;
-    let (update, action) = match &outcome {
-        Ok(Pass::Ready(n)) => (
-            Set::new(
-                READY,
-                true,
-                reason::INSTALLED,
-                format!(
-                    "{} {} installed with {n} kinds",
-                    status.address.as_deref().unwrap_or_default(),
-                    status.version.as_deref().unwrap_or_default()
-                ),
+    // The API server is the one failing: nothing to report on the Provider.
+    if outcome.as_ref().is_err_and(Failure::is_api) {
+        return outcome.map(|_| Action::await_change());
+    }
+    let update = match &outcome {
+        Ok(Pass::Ready(n)) => Set::new(
+            READY,
+            true,
+            reason::INSTALLED,
+            format!(
+                "{} {} installed with {n} kinds",
+                status.address.as_deref().unwrap_or_default(),
+                status.version.as_deref().unwrap_or_default()
             ),
-            Action::await_change(),
         ),
-        Ok(Pass::Waiting(message)) => (
-            Set::new(READY, false, reason::INSTALLING, message.clone()),
-            Action::requeue(Duration::from_millis(500)),
-        ),
-        Err(f) => {
-            let retry = if f.transient {
-                Duration::from_secs(10)
-            } else {
-                Duration::from_secs(300)
-            };
-            (
-                Set::new(READY, false, f.reason, f.message.clone()),
-                Action::requeue(jitter(retry, 0.2)),
-            )
-        }
+        Ok(Pass::Waiting(message)) => Set::new(READY, false, reason::INSTALLING, message.clone()),
+        Err(f) => Set::new(READY, false, f.reason, f.message.clone()),
     };
     // An Event for each new outcome (a new reason, or a new version or kind count), not for
     // every retry of the same one.
@@ -229,11 +276,15 @@ async fn reconcile(p: Arc<Provider>, inst: Arc<Installer>) -> Result<Action, kub
     if !repeated && update.reason != reason::INSTALLING {
         event(&p, &inst, !update.status, update.reason, &update.message).await;
     }
-    Ok(action)
+    outcome.map(|pass| match pass {
+        Pass::Ready(_) => Action::await_change(),
+        // Established takes moments: look again soon rather than wait for a CRD watch.
+        Pass::Waiting(_) => Action::requeue(Duration::from_millis(500)),
+    })
 }
 
 fn api(inst: &Installer) -> Api<Provider> {
-    Api::all(inst.ctx.client.clone())
+    Api::all(inst.client.clone())
 }
 
 async fn write_status(
@@ -251,7 +302,7 @@ async fn write_status(
     }
     kraken_kit::status::merge(
         &api(inst),
-        &inst.ctx.metrics,
+        &inst.metrics,
         "providers",
         &p.name_any(),
         &status,
@@ -261,13 +312,8 @@ async fn write_status(
 }
 
 async fn event(p: &Provider, inst: &Installer, warning: bool, reason: &str, note: &str) {
-    inst.ctx
+    inst.kit
         .event((warning, reason, note, "Install"), p.object_ref(&()));
-}
-
-fn error_policy(p: Arc<Provider>, err: &kube::Error, _inst: Arc<Installer>) -> Action {
-    tracing::warn!(provider = %p.name_any(), "Provider reconcile failed: {err}");
-    Action::requeue(jitter(Duration::from_secs(5), 0.2))
 }
 
 #[cfg(test)]

@@ -8,12 +8,13 @@
 //! them (`core_kinds::lifecycle`): the ProviderConfig carries the finalizer `kraken.dev/config`,
 //! each Secret it reads a finalizer naming it; deleting it waits (`Ready=False, InUse`) while
 //! managed resources in its namespace still reference it, then releases the Secrets and itself.
+//!
+//! It holds the provider source as the seam [`ProviderSource`], so its unit tests run it over
+//! `kraken_source::fake::FakeSource`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::controller::{Action, Controller};
@@ -21,23 +22,36 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 
-use super::Context;
 use kraken_core_kinds::generated::PROVIDER_ANNOTATION;
 use kraken_core_kinds::lifecycle::{self, CONFIG_FINALIZER, OnDelete, hold_secrets};
 use kraken_core_kinds::{KindInfo, Provider, ProviderConfig};
+use kraken_kit::Kit;
 use kraken_kit::conditions::{self, READY, Set, reason};
 use kraken_kit::errors::chain;
 use kraken_kit::finalizer::{self, Phase};
-use kraken_kit::time::jitter;
-use kraken_provider::Plugin as _;
-use kraken_source::Error;
+use kraken_kit::reconciler::Reconciler;
+use kraken_source::{Error, ProviderSource};
 
-/// How often a failing ProviderConfig is tried again: the fix may be elsewhere (a Secret, a
-/// provider installed into the plugin directory).
-const RETRY: Duration = Duration::from_secs(30);
+/// The kind as metrics and logs name it.
+const LABEL: &str = "ProviderConfig.core.kraken.dev";
+
+/// The ProviderConfig controller's context.
+pub struct ProviderConfigs {
+    pub kit: Arc<Kit>,
+    /// The provider source configurations are checked through (the same one managed resources
+    /// use, so the process it brings up is the one they get).
+    pub source: Arc<dyn ProviderSource>,
+}
+
+impl std::ops::Deref for ProviderConfigs {
+    type Target = Kit;
+    fn deref(&self) -> &Kit {
+        &self.kit
+    }
+}
 
 pub async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<ProviderConfigs>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<ProviderConfig> = Api::all(ctx.client.clone());
@@ -45,9 +59,9 @@ pub async fn run(
     // A Provider that finishes installing (or changes version) re-checks the ProviderConfigs
     // that refer to it.
     let store = controller.store();
-    let _ = ctx.source.provider_configs.set(store.clone());
+    ctx.source.cache_provider_configs(store.clone());
     let providers: Api<Provider> = Api::all(ctx.client.clone());
-    controller
+    let controller = controller
         .watches(providers, watcher::Config::default(), move |p: Provider| {
             let name = p.name_any();
             store
@@ -62,13 +76,34 @@ pub async fn run(
                 .map(|pc| ObjectRef::from_obj(pc.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| std::future::ready(()))
-        .await;
+        .graceful_shutdown_on(shutdown);
+    kraken_kit::reconciler::drive(controller, ctx).await;
 }
 
-async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// The ProviderConfig controller in the shape every controller has (`kraken_kit::reconciler`).
+impl Reconciler for ProviderConfigs {
+    type Object = ProviderConfig;
+    type Error = Error;
+
+    fn kit(&self) -> &Kit {
+        &self.kit
+    }
+
+    fn kind(&self) -> &str {
+        LABEL
+    }
+
+    fn reconcile(
+        self: Arc<Self>,
+        pc: Arc<ProviderConfig>,
+    ) -> impl std::future::Future<Output = Result<Action, Error>> + Send {
+        reconcile(pc, self)
+    }
+}
+
+/// Finalizer → hold the Secrets → bring the provider up → status. A failure to bring it up
+/// is reported on the ProviderConfig, then returned.
+async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<ProviderConfigs>) -> Result<Action, Error> {
     let Some(namespace) = pc.metadata.namespace.clone() else {
         return Ok(Action::await_change());
     };
@@ -105,21 +140,19 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
     )
     .await?;
     let mut status = pc.status.clone().unwrap_or_default();
-    let (update, action) = match kraken_source::configured(&ctx.source, &namespace, &pc).await {
-        Ok((resolved, host, _)) => {
-            status.version = Some(resolved.version);
-            status.protocol = i32::try_from(host.protocol_version()).ok();
-            let message = format!("{} configured", resolved.address);
+    let (update, outcome) = match ctx.source.check_config(&namespace, &pc).await {
+        Ok(checked) => {
+            status.version = Some(checked.version);
+            status.protocol = i32::try_from(checked.protocol).ok();
+            let message = format!("{} configured", checked.address);
             (
                 Set::new(READY, true, reason::AVAILABLE, message),
-                Action::await_change(),
+                Ok(Action::await_change()),
             )
         }
+        // The API server is the one failing: nothing to report on the ProviderConfig.
         Err(Error::Api(e)) => return Err(Error::Api(e)),
-        Err(err) => (
-            Set::new(READY, false, err.reason(), chain(&err)),
-            Action::requeue(jitter(RETRY, 0.2)),
-        ),
+        Err(err) => (Set::new(READY, false, err.reason(), chain(&err)), Err(err)),
     };
     let now = kraken_kit::conditions::now();
     status.conditions = conditions::merge(&status.conditions, &[update], generation, &now);
@@ -127,7 +160,7 @@ async fn reconcile(pc: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action,
     if pc.status.as_ref() != Some(&status) {
         kraken_kit::status::merge(&api, &ctx.metrics, "providerconfigs", &name, &status).await?;
     }
-    Ok(action)
+    outcome
 }
 
 /// The finalizer this ProviderConfig puts on the Secrets it reads.
@@ -146,7 +179,11 @@ fn secret_names(pc: &ProviderConfig) -> BTreeSet<String> {
 
 /// A ProviderConfig being deleted: wait while managed resources reference it, then release its
 /// Secrets and itself.
-async fn cleanup(pc: &ProviderConfig, ctx: &Context, namespace: &str) -> Result<Action, Error> {
+async fn cleanup(
+    pc: &ProviderConfig,
+    ctx: &ProviderConfigs,
+    namespace: &str,
+) -> Result<Action, Error> {
     let name = pc.metadata.name.clone().unwrap_or_default();
     let api: Api<ProviderConfig> = Api::namespaced(ctx.client.clone(), namespace);
     let users = users(ctx, namespace, &name).await?;
@@ -198,7 +235,11 @@ async fn cleanup(pc: &ProviderConfig, ctx: &Context, namespace: &str) -> Result<
 
 /// The managed resources of namespace `namespace` that use ProviderConfig `name`, as
 /// `Kind namespace/name`: every generated kind listed, on the deletion path only.
-async fn users(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<String>, kube::Error> {
+async fn users(
+    ctx: &ProviderConfigs,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<String>, kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let generated = crds
         .list(&ListParams::default().labels(PROVIDER_ANNOTATION))
@@ -234,10 +275,9 @@ fn uses(object: &serde_json::Value, name: &str) -> bool {
     named == name
 }
 
-fn error_policy(_pc: Arc<ProviderConfig>, err: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!("ProviderConfig reconcile failed: {err}");
-    Action::requeue(jitter(RETRY, 0.2))
-}
+#[cfg(test)]
+#[path = "provider_config/tests.rs"]
+mod controller_tests;
 
 #[cfg(test)]
 mod tests {

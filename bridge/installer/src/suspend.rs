@@ -43,7 +43,7 @@ pub(super) async fn mark_suspended(
     provider: &str,
     owned: &[CustomResourceDefinition],
 ) -> Result<(), kube::Error> {
-    let client = &inst.ctx.client;
+    let client = &inst.client;
     for kind in owned.iter().filter_map(KindInfo::any_from_crd) {
         let all: Api<DynamicObject> = Api::all_with(client.clone(), &kind.resource);
         for o in all.list(&ListParams::default()).await? {
@@ -68,8 +68,7 @@ pub(super) async fn mark_suspended(
                 continue;
             };
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.resource);
-            inst.ctx
-                .metrics
+            inst.metrics
                 .api_write(&kind.resource.plural, "patch-status");
             let patch = json!({"status": {"conditions": merged}});
             match api

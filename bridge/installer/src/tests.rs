@@ -128,3 +128,5 @@ fn the_installed_version_is_kept_like_a_lock_file_entry() {
     status.address = Some("registry.terraform.io/hashicorp/time".into());
     assert!(locked(&status, &provider).is_none());
 }
+
+mod controller;

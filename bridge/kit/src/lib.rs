@@ -6,7 +6,9 @@
 //! and the [`fence`] that stops a replica's writes when its leadership is not current.
 //!
 //! [`Kit`] bundles what every controller holds: the API client, the metrics, the Event
-//! publisher, the failure backoff and the fence.
+//! publisher, the failure backoff and the fence; [`reconciler`] is the one shape every
+//! controller has (the `Reconciler` trait, and the runner that gives each pass its span,
+//! metrics and error policy).
 
 pub mod api_limit;
 pub mod conditions;
@@ -20,6 +22,7 @@ pub mod metrics;
 pub mod names;
 pub mod ownership;
 pub mod readiness;
+pub mod reconciler;
 pub mod ring;
 pub mod status;
 pub mod text;

@@ -112,6 +112,15 @@ impl Backoff {
         jitter(base, 0.2)
     }
 
+    /// The failures in a row on record for `uid` (0 once it succeeded, or never failed).
+    pub fn failures(&self, uid: &str) -> u32 {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .map_or(0, |(n, _)| *n)
+    }
+
     /// How many objects have failures on record.
     pub fn tracked(&self) -> usize {
         self.failures

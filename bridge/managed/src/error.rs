@@ -95,6 +95,17 @@ impl Error {
     }
 }
 
+/// The runner's view of the same: the reason it is counted under, and backoff or wait.
+impl kraken_kit::reconciler::ReconcileError for Error {
+    fn reason(&self) -> &str {
+        Error::reason(self)
+    }
+
+    fn is_transient(&self) -> bool {
+        Error::is_transient(self)
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ use kube::runtime::reflector::store::Writer;
 
 pub use kraken_core_kinds::KindInfo;
 use kraken_kit::Kit;
+use kraken_kit::reconciler::{Admission, Reconciler};
 use kraken_source::ProviderSource;
 
 pub use kraken_core_kinds::{FINALIZER, PAUSED_ANNOTATION};
@@ -245,17 +246,11 @@ pub async fn run_kind(
     };
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let listed = reader.clone();
-    let run = Controller::for_stream_with(stream, reader, kind.resource.clone())
+    let controller = Controller::for_stream_with(stream, reader, kind.resource.clone())
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_in_share, error_policy, kctx)
-        .for_each(|res| {
-            if let Err(err) = res {
-                tracing::debug!(kind = %label, "controller: {err}");
-            }
-            std::future::ready(())
-        });
+        .graceful_shutdown_on(shutdown.clone());
+    let run = kraken_kit::reconciler::drive(controller, kctx);
     // kube-runtime's controller holds its runner until the cache has listed, and never ends
     // if it is stopped before that. Nothing can be in flight then, so it is dropped instead.
     let unlisted_stop = async move {
@@ -276,17 +271,33 @@ pub async fn run_kind(
     tracing::info!(kind = %kind.label(), "controller stopped");
 }
 
-/// Reconciles `meta` if it is in this replica's share (see [`share`]).
-async fn reconcile_in_share(
-    meta: Arc<PartialObjectMeta<DynamicObject>>,
-    k: Arc<KindContext>,
-) -> Result<Action, error::Error> {
-    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
-    let _paced = k.pacer.reconciling(uid);
-    let Some(_entered) = k.ctx.share.enter(uid) else {
-        return Ok(Action::await_change());
-    };
-    reconcile::reconcile(meta, k).await
+/// The managed-resource controller of one kind, in the shape every controller has
+/// (`kraken_kit::reconciler`): a pass enters this replica's share first (see [`share`]), paced.
+impl Reconciler for KindContext {
+    type Object = PartialObjectMeta<DynamicObject>;
+    type Error = error::Error;
+
+    fn kit(&self) -> &Kit {
+        &self.ctx.kit
+    }
+
+    fn kind(&self) -> &str {
+        &self.label
+    }
+
+    fn admit(&self, meta: &Self::Object) -> Option<Admission> {
+        let uid = meta.metadata.uid.as_deref().unwrap_or_default();
+        let paced = self.pacer.reconciling(uid);
+        let entered = self.ctx.share.enter(uid)?;
+        Some(Box::new((paced, entered)))
+    }
+
+    fn reconcile(
+        self: Arc<Self>,
+        meta: Arc<Self::Object>,
+    ) -> impl std::future::Future<Output = error::Result<Action>> + Send {
+        reconcile::reconcile(meta, self)
+    }
 }
 
 /// Registers this kind's cache with `/readyz` and marks it synced once it has listed; the
@@ -323,20 +334,6 @@ fn spawn_gauges(
             k.ctx.metrics.set_ready_resources(&k.label, ready);
         }
     })
-}
-
-/// Reached only for errors the reconciler could not report on the object itself (the API
-/// server is unreachable): retry with backoff.
-fn error_policy(
-    meta: Arc<PartialObjectMeta<DynamicObject>>,
-    err: &error::Error,
-    kctx: Arc<KindContext>,
-) -> Action {
-    let uid = meta.metadata.uid.clone().unwrap_or_default();
-    kctx.ctx.metrics.reconcile_failed(&kctx.label, err.reason());
-    let wait = kctx.ctx.backoff.failed(&uid);
-    tracing::warn!(kind = %kctx.label, name = ?meta.metadata.name, "reconcile failed: {}; retrying in {wait:?}", err.message());
-    Action::requeue(wait)
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The reconcile of one managed resource: read the object, dispatch to the step its state
 //! calls for — [`apply`](super::apply) (dereference → configuration → observe → plan → apply →
 //! persist → status) or [`cleanup`](super::cleanup) (destroy or orphan, then release the
-//! finalizer) — and turn a failure into a condition and an Event ([`report`](super::report)),
-//! then choose between backoff and waiting for a change.
+//! finalizer) — and report a failure on the object as a condition and an Event
+//! ([`report`](super::report)) before returning it. The span, the metrics and the choice
+//! between backoff and waiting for a change are the runner's (`kraken_kit::reconciler`).
 
 use std::sync::Arc;
 
@@ -20,18 +21,11 @@ use super::write::Run;
 use super::{KindContext, PAUSED_ANNOTATION};
 use kraken_kit::conditions::{SYNCED, Set, reason};
 
-/// One reconcile of the object `meta` names, inside a span naming it, so every line it logs
-/// says which object it is about.
-#[tracing::instrument(skip_all, fields(
-    kind = %k.label,
-    namespace = %meta.metadata.namespace.as_deref().unwrap_or_default(),
-    name = %meta.metadata.name.as_deref().unwrap_or_default(),
-))]
+/// One reconcile of the object `meta` names.
 pub async fn reconcile(
     meta: Arc<PartialObjectMeta<DynamicObject>>,
     k: Arc<KindContext>,
 ) -> Result<Action> {
-    let _timer = k.ctx.metrics.reconcile(&k.label);
     let Some(namespace) = meta.metadata.namespace.clone() else {
         return Ok(Action::await_change());
     };
@@ -75,22 +69,14 @@ pub async fn reconcile(
     let ready = kraken_kit::conditions::is_true(&run.status, kraken_kit::conditions::READY);
     k.note_ready(&uid, ready && run.obj.metadata.deletion_timestamp.is_none());
     match result {
-        Ok(action) => {
-            k.ctx.backoff.succeeded(&uid);
-            Ok(action)
-        }
+        Ok(action) => Ok(action),
         // The API server is the one failing: nothing to report on the object, retry.
         Err(Error::Api(e) | Error::Source(kraken_source::Error::Api(e))) => Err(Error::Api(e)),
         // Not this replica's to report: the current leader reconciles the object.
         Err(e @ Error::Fenced(_)) => Err(e),
         Err(err) => {
-            k.ctx.metrics.reconcile_failed(&k.label, err.reason());
             report(&mut run, &err).await?;
-            Ok(if err.is_transient() {
-                Action::requeue(k.ctx.backoff.failed(&uid))
-            } else {
-                Action::await_change()
-            })
+            Err(err)
         }
     }
 }

@@ -39,7 +39,6 @@ pub(super) async fn report(run: &mut Run<'_>, err: &Error) -> Result<()> {
     run.flush_status().await?;
     let repeated =
         previous.is_some_and(|(s, r, m)| s == "False" && r == err.reason() && m == message);
-    tracing::info!(reason = err.reason(), "reconcile failed: {message}");
     if !repeated {
         run.event(true, err.reason(), message).await;
     }

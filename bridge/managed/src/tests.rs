@@ -1,6 +1,7 @@
-//! The managed-resource reconcile, end to end over fakes: the real [`reconcile::reconcile`]
-//! against [`FakeApi`] (the API server), [`FakePlugin`] (the provider) and [`FakeSource`].
-//! Each pass runs in-process in milliseconds; `tests/` proves the same against the real parts.
+//! The managed-resource reconcile, end to end over fakes: the real [`reconcile::reconcile`],
+//! run by the kit's runner as the controller runs it, against [`FakeApi`] (the API server),
+//! [`FakePlugin`] (the provider) and [`FakeSource`]. Each pass runs in-process in
+//! milliseconds; `tests/` proves the same against the real parts.
 
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +32,7 @@ mod identity;
 mod plans;
 mod replace;
 mod seeded;
+mod shape;
 
 const NS: &str = "ns";
 const PLURAL: &str = "things";
@@ -117,13 +119,26 @@ impl Env {
         Ok(())
     }
 
-    /// One reconcile of `name`, woken as the watch would wake it.
-    async fn pass(&self, name: &str) -> anyhow::Result<Action> {
+    /// What the watch would wake `name`'s reconcile with.
+    fn woken(&self, name: &str) -> anyhow::Result<Arc<PartialObjectMeta<DynamicObject>>> {
         let obj = self.object(name).unwrap_or_else(|| json!({}));
         let meta: PartialObjectMeta<DynamicObject> =
             serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadata", "metadata": obj["metadata"]}))?;
-        Ok(reconcile::reconcile(Arc::new(meta), self.k.clone()).await?)
+        Ok(Arc::new(meta))
+    }
+
+    /// One reconcile of `name`, woken as the watch would wake it, through the runner every
+    /// controller runs in (`kraken_kit::reconciler`): a failure is the requeue it chose.
+    async fn pass(&self, name: &str) -> anyhow::Result<Action> {
+        let meta = self.woken(name)?;
+        Ok(kraken_kit::reconciler::run(self.k.clone(), meta).await)
+    }
+
+    /// The same pass's own result, the error it ended with included.
+    async fn attempt(&self, name: &str) -> anyhow::Result<error::Result<Action>> {
+        let meta = self.woken(name)?;
+        Ok(Reconciler::reconcile(self.k.clone(), meta).await)
     }
 
     fn object(&self, name: &str) -> Option<Json> {
@@ -484,7 +499,7 @@ async fn a_recreate_whose_state_was_not_saved_is_found_not_made_again() -> anyho
     env.plugin.put("a-1", None);
     env.api.fail_next("PATCH", "/secrets/", 503);
     assert!(
-        env.pass("a").await.is_err(),
+        matches!(env.attempt("a").await?, Err(error::Error::Api(_))),
         "the state save of the recreate fails"
     );
     assert_eq!(env.plugin.creates(), 2, "the recreate happened");

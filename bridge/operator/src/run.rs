@@ -19,6 +19,7 @@ use super::http::{self, HttpState};
 use super::leader::LeaderElection;
 use super::shard::Membership;
 use super::supervise::supervise_kinds;
+use kraken_installer::provider_config::ProviderConfigs;
 use kraken_installer::{InstallSettings, Installer};
 use kraken_kit::Kit;
 use kraken_kit::metrics::Metrics;
@@ -181,14 +182,14 @@ fn wire(
         plan_key,
         share: kraken_managed::share::Share::all(),
     });
-    let install = Arc::new(kraken_installer::Context {
+    let provider_configs = Arc::new(ProviderConfigs {
         kit: kit.clone(),
         source,
     });
-    let installer = Arc::new(Installer::new(install.clone(), opts.install.clone()));
+    let installer = Arc::new(Installer::new(kit.clone(), opts.install.clone()));
     Wiring {
         kit,
-        install,
+        provider_configs,
         installer,
         managed,
         hub_index,
@@ -277,7 +278,7 @@ async fn lead(
 /// What the controllers are built from.
 struct Wiring {
     kit: Arc<Kit>,
-    install: Arc<kraken_installer::Context>,
+    provider_configs: Arc<ProviderConfigs>,
     installer: Arc<Installer>,
     managed: Arc<Context>,
     hub_index: Arc<kraken_hub::Index>,
@@ -297,9 +298,9 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 /// flight work finished) when it is lost.
 fn controllers(w: &Wiring, sharded: bool) -> Vec<(&'static str, Start)> {
     let concurrency = w.concurrency;
-    let install = w.install.clone();
+    let provider_configs = w.provider_configs.clone();
     let installer = w.installer.clone();
-    let hub = Arc::new(hub(w));
+    let hub = Arc::new(hub(w, &w.kit));
     let exporter = Arc::new(kraken_hub::export::Exporter {
         kit: w.kit.clone(),
         index: w.hub_index.clone(),
@@ -309,14 +310,15 @@ fn controllers(w: &Wiring, sharded: bool) -> Vec<(&'static str, Start)> {
         hub_index: w.hub_index.clone(),
         policy: w.aws.clone(),
     });
-    let aws_configs = ec2_ctx.clone();
+    let aws_configs = Arc::new(kraken_ec2::config::AwsConfigs { kit: w.kit.clone() });
     let ec2 = Arc::new(kraken_ec2::controller::Ec2Controller::new(ec2_ctx));
     let managed = w.managed.clone();
     let mut table: Vec<(&'static str, Start)> = vec![
         (
             "ProviderConfig controller",
             Box::new(move |stop| {
-                kraken_installer::provider_config::run(install.clone(), stopped(stop)).boxed()
+                kraken_installer::provider_config::run(provider_configs.clone(), stopped(stop))
+                    .boxed()
             }),
         ),
         (
@@ -358,14 +360,10 @@ fn controllers(w: &Wiring, sharded: bool) -> Vec<(&'static str, Start)> {
     table
 }
 
-fn hub(w: &Wiring) -> kraken_hub::controller::Hub {
-    kraken_hub::controller::Hub::new(
-        w.kit.client.clone(),
-        w.hub_index.clone(),
-        w.kit.metrics.clone(),
-    )
-    .with_readiness(w.kit.readiness.clone())
-    .with_fence(w.kit.fence.clone())
+/// The dependency hub over `kit`: its fence is the term the hub's writes pass under (the
+/// leader's, or sharded, this replica's membership).
+fn hub(w: &Wiring, kit: &Arc<Kit>) -> kraken_hub::controller::Hub {
+    kraken_hub::controller::Hub::new(kit.clone(), w.hub_index.clone())
 }
 
 /// `--shards auto`: joins the shard ring and runs the managed resources and the hub on this
@@ -388,11 +386,7 @@ async fn run_sharded(
     .with_metrics(wiring.kit.metrics.clone());
     let (shard, link) = membership.start();
     let (stop_tx, stop) = watch::channel(false);
-    let hub = Arc::new(
-        hub(wiring)
-            .with_shard(link.ownership.clone())
-            .with_fence(wiring.managed.kit.fence.clone()),
-    );
+    let hub = Arc::new(hub(wiring, &wiring.managed.kit).with_shard(link.ownership.clone()));
     let concurrency = wiring.concurrency;
     let hub_task = tokio::spawn(kraken_hub::controller::run(
         hub,

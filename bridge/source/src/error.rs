@@ -40,6 +40,25 @@ impl Error {
             Error::Api(_) => reason::API_ERROR,
         }
     }
+
+    /// Whether it may clear without a change of the object it is reported on: everything but
+    /// a spec that cannot be a configuration. A missing ProviderConfig or Secret, a provider
+    /// that rejects its configuration or cannot be reached are fixed elsewhere, and nothing
+    /// watches those on the object's behalf.
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, Error::InvalidSpec(_))
+    }
+}
+
+/// The ProviderConfig controller's view of the same (`kraken_kit::reconciler`).
+impl kraken_kit::reconciler::ReconcileError for Error {
+    fn reason(&self) -> &str {
+        Error::reason(self)
+    }
+
+    fn is_transient(&self) -> bool {
+        Error::is_transient(self)
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

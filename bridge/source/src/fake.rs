@@ -4,16 +4,26 @@
 //!
 //! The ProviderConfig is still read from the API server (a fake one in tests), and the
 //! resource's configuration is built by the real code, so the reasons a missing
-//! ProviderConfig or Secret is reported under are the real ones.
+//! ProviderConfig or Secret is reported under are the real ones. So is a ProviderConfig's
+//! (its `configFrom` Secrets read, its configuration built against the provider's schema,
+//! then given to the provider), as the pool does for a process.
 
 use std::sync::Arc;
 
 use kube::Client;
 
-use super::{Configured, ProviderSource, Result, read_provider_config};
-use kraken_core_kinds::KindInfo;
-use kraken_provider::Plugin;
+use super::{
+    Checked, Configured, Error, ProviderSource, Result, build_config, read_provider_config,
+    with_config_from,
+};
+use kraken_core_kinds::{KindInfo, ProviderConfig};
+use kraken_kit::errors::chain;
+use kraken_provider::{DiagnosticsExt as _, Plugin};
 use kraken_value::fields::FieldMap;
+
+/// What the fake reports a configured provider as.
+pub const ADDRESS: &str = "kraken.dev/fake";
+pub const VERSION: &str = "0.0.0";
 
 /// Serves `plugin` for every ProviderConfig found in the API server `client` talks to.
 pub struct FakeSource {
@@ -43,7 +53,7 @@ impl ProviderSource for FakeSource {
         let fields = |resource: &kraken_codegen::schema::Schema| {
             Arc::new(FieldMap::for_resource(&kind.type_name, resource))
         };
-        let label = ("fake 0.0.0".to_owned(), digest);
+        let label = (format!("fake {VERSION}"), digest);
         let mut configured =
             super::resource_provider(kind, self.plugin.clone(), label, fields).await?;
         configured.plan_policy = pc.spec.plan_policy;
@@ -52,5 +62,33 @@ impl ProviderSource for FakeSource {
 
     fn client(&self) -> &Client {
         &self.client
+    }
+
+    async fn check_config(&self, namespace: &str, pc: &ProviderConfig) -> Result<Checked> {
+        let name = pc.metadata.name.clone().unwrap_or_default();
+        let invalid = |message: String| Error::ProviderConfigInvalid {
+            name: name.clone(),
+            message,
+        };
+        let config = with_config_from(&self.client, namespace, pc).await?;
+        let unavailable = |e: kraken_provider::ProviderError| Error::ProviderUnavailable(chain(&e));
+        let schema = self.plugin.schema().await.map_err(unavailable)?;
+        let value = build_config(&schema, &config).map_err(invalid)?;
+        let diags = self
+            .plugin
+            .configure(VERSION, &value)
+            .await
+            .map_err(unavailable)?;
+        if diags.has_errors() {
+            let summary = diags.error_summary();
+            return Err(invalid(format!(
+                "the provider rejected the configuration: {summary}"
+            )));
+        }
+        Ok(Checked {
+            address: ADDRESS.to_owned(),
+            version: VERSION.to_owned(),
+            protocol: self.plugin.protocol_version(),
+        })
     }
 }

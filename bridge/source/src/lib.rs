@@ -3,11 +3,12 @@
 //! resource's configuration value. The managed-resource controller and the ProviderConfig
 //! controller both come here; neither reaches the pool or the resolver directly.
 //!
-//! The managed-resource controller holds the seam [`ProviderSource`], not [`Source`], so its
-//! unit tests can hand it a fake provider ([`fake::FakeSource`]).
+//! Both controllers hold the seam [`ProviderSource`], not [`Source`], so their unit tests can
+//! hand them a fake provider ([`fake::FakeSource`]).
 
 mod error;
 pub mod fake;
+mod seam;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ use kraken_provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema, TypeO
 use kraken_value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
 use kraken_value::kube::from_kube_json;
 use kraken_value::{PathStep, Value};
+pub use seam::{Checked, ProviderSource};
 
 /// A package directory's binary (size, mtime) and its `h1:` hash computed then.
 type PackageStamp = ((u64, Option<std::time::SystemTime>), String);
@@ -142,56 +144,6 @@ impl Source {
             maps.retain(|_, m| Arc::strong_count(m) > 1);
         }
         maps.entry(key).or_insert_with(|| Arc::new(build())).clone()
-    }
-}
-
-/// What a managed-resource reconcile needs from a provider source: the configured provider for
-/// a resource and the resource's configuration value. [`Source`] is the real one.
-#[async_trait::async_trait]
-pub trait ProviderSource: Send + Sync {
-    /// The configured provider for a resource of `kind` in `namespace` using ProviderConfig
-    /// `pc_name`.
-    async fn provider(&self, kind: &KindInfo, namespace: &str, pc_name: &str)
-    -> Result<Configured>;
-
-    /// The API server the resources' Secrets are read from.
-    fn client(&self) -> &kube::Client;
-
-    /// The resource's configuration value from `spec.forProvider`, with Secret references
-    /// resolved; `with_values` when values from `spec.valuesFrom` were merged in.
-    async fn resource_config(
-        &self,
-        provider: &Configured,
-        type_name: &str,
-        namespace: &str,
-        for_provider: &Json,
-        with_values: bool,
-    ) -> Result<Value> {
-        resource_config(
-            self.client(),
-            provider,
-            type_name,
-            namespace,
-            for_provider,
-            with_values,
-        )
-        .await
-    }
-}
-
-#[async_trait::async_trait]
-impl ProviderSource for Source {
-    async fn provider(
-        &self,
-        kind: &KindInfo,
-        namespace: &str,
-        pc_name: &str,
-    ) -> Result<Configured> {
-        provider(self, kind, namespace, pc_name).await
-    }
-
-    fn client(&self) -> &kube::Client {
-        &self.client
     }
 }
 
@@ -344,7 +296,7 @@ pub async fn configured(
             .map_err(|e| invalid(e.to_string()))?,
         (None, None) => return Err(invalid("set spec.providerRef or spec.source".to_owned())),
     };
-    let config = with_config_from(ctx, namespace, pc).await?;
+    let config = with_config_from(&ctx.client, namespace, pc).await?;
     let key = PoolKey {
         address: resolved.address.clone(),
         version: resolved.version.clone(),
@@ -381,14 +333,14 @@ pub async fn configured(
 }
 
 /// `spec.config` with the values `spec.configFrom` takes from Secrets in `namespace` merged in.
-async fn with_config_from(ctx: &Source, namespace: &str, pc: &ProviderConfig) -> Result<Json> {
+async fn with_config_from(client: &Client, namespace: &str, pc: &ProviderConfig) -> Result<Json> {
     let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
     let mut config = pc
         .spec
         .config
         .clone()
         .unwrap_or_else(|| Json::Object(Default::default()));
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     for from in &pc.spec.config_from {
         let value = secret_value(
             &secrets,

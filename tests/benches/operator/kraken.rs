@@ -62,9 +62,19 @@ impl Snapshot {
             }
         }
         let sum = |name| -> f64 { metric_samples(text, name).iter().map(|(_, v)| v).sum() };
+        // Every controller counts its reconciles; the managed resources' are the ones per
+        // resource (the ProviderConfig's, the hub's requests' are not).
+        let reconciles = metric_samples(text, "kraken_reconcile_runs_total")
+            .iter()
+            .filter(|(labels, _)| {
+                let kind = kraken_tests::operator::label(labels, "kind");
+                !kind.ends_with(".core.kraken.dev") && !kind.ends_with(".aws.kraken.dev")
+            })
+            .map(|(_, v)| v)
+            .sum();
         Self {
             writes,
-            reconciles: sum("kraken_reconcile_runs_total"),
+            reconciles,
             managed: sum("kraken_managed_resources"),
         }
     }

@@ -46,6 +46,7 @@ use kraken_hub::consumer::consumer_triggers;
 use kraken_hub::producer::Producer;
 use kraken_kit::Kit;
 use kraken_kit::conditions::reason;
+use kraken_kit::reconciler::{ReconcileError, Reconciler};
 
 /// Most observe → plan → act rounds in one pass (a resize is stop, then modify and start).
 const ROUNDS: usize = 4;
@@ -78,7 +79,7 @@ pub mod reasons {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub enum Error {
     #[error("{0}")]
     InvalidSpec(String),
     #[error("{0}")]
@@ -130,6 +131,28 @@ impl Error {
             Error::Kube(_) => reason::API_ERROR,
             Error::Fenced(_) => reason::FENCED,
         }
+    }
+
+    /// Whether the pass is tried again with backoff (`true`) or waits for a change of the
+    /// object (`false`): a spec it cannot act on, or what the administrator's policy refuses
+    /// (changing the EC2Instance or the AwsConfig it names, which is watched, wakes it). EC2's
+    /// refusals are retried: a missing AMI or subnet may appear, limits and capacity change.
+    fn is_transient(&self) -> bool {
+        !matches!(
+            self,
+            Error::InvalidSpec(_)
+                | Error::Refused(Refusal::CredentialsRequired(_) | Refusal::EndpointNotAllowed(_))
+        )
+    }
+}
+
+impl ReconcileError for Error {
+    fn reason(&self) -> &str {
+        Error::reason(self)
+    }
+
+    fn is_transient(&self) -> bool {
+        Error::is_transient(self)
     }
 }
 
@@ -253,28 +276,34 @@ pub async fn run(
         .default_backoff()
         .touched_objects()
         .predicate_filter(config_hash, Default::default());
-    Controller::for_stream(stream, reader)
+    let controller = Controller::for_stream(stream, reader)
         .watches_stream(config_changes, users)
         .reconcile_on(triggers)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, error_policy, ctrl)
-        .for_each(|res| {
-            if let Err(err) = res {
-                tracing::debug!(kind = LABEL, "controller: {err}");
-            }
-            std::future::ready(())
-        })
-        .await;
+        .graceful_shutdown_on(shutdown);
+    kraken_kit::reconciler::drive(controller, ctrl).await;
     tracing::info!(kind = LABEL, "controller stopped");
 }
 
-/// Only for errors the reconcile could not report on the object (the API server is away).
-fn error_policy(obj: Arc<EC2Instance>, err: &kube::Error, ctrl: Arc<Ec2Controller>) -> Action {
-    let wait = ctrl.ctx.backoff.failed(&obj.uid().unwrap_or_default());
-    ctrl.ctx.metrics.reconcile_failed(LABEL, reason::API_ERROR);
-    tracing::warn!(kind = LABEL, name = %obj.name_any(), "reconcile failed: {}; retrying in {wait:?}", kraken_kit::errors::chain(err));
-    Action::requeue(wait)
+/// The EC2Instance controller in the shape every controller has (`kraken_kit::reconciler`).
+impl Reconciler for Ec2Controller {
+    type Object = EC2Instance;
+    type Error = Error;
+
+    fn kit(&self) -> &Kit {
+        &self.ctx.kit
+    }
+
+    fn kind(&self) -> &str {
+        LABEL
+    }
+
+    fn reconcile(
+        self: Arc<Self>,
+        obj: Arc<EC2Instance>,
+    ) -> impl std::future::Future<Output = Result<Action>> + Send {
+        reconcile::reconcile(obj, self)
+    }
 }
 
 /// One pass over one object, with the status being built.

@@ -1,38 +1,23 @@
 //! One pass, dispatched: paused, being deleted (→ [`super::cleanup`]) or live (the finalizer,
 //! then up to [`ROUNDS`] rounds of observe → plan → act, then the status). A failure the
-//! object can carry is reported on it; only the API server's absence reaches the runtime.
+//! object can carry is reported on it before it is returned; the span, the metrics and the
+//! requeue are the runner's (`kraken_kit::reconciler`).
 
 use std::sync::Arc;
 
 use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use tracing::Instrument as _;
 
 use super::super::plan::{Desired, Plan, plan};
-use super::{Ec2Controller, Error, LABEL, Pass, ROUNDS, Result};
+use super::{Ec2Controller, Error, Pass, ROUNDS, Result};
 use kraken_core_kinds::ec2::EC2Instance;
 use kraken_core_kinds::{FINALIZER, PAUSED_ANNOTATION};
 use kraken_kit::conditions::{SYNCED, Set, reason};
 use kraken_kit::finalizer::{self, Phase};
 
-/// The reconcile the runtime calls, in a span naming the object so every log line of the
-/// pass (and of what it calls) says which one it is about.
-pub(super) async fn reconcile(
-    obj: Arc<EC2Instance>,
-    ctrl: Arc<Ec2Controller>,
-) -> Result<Action, kube::Error> {
-    let span = tracing::info_span!(
-        "reconcile",
-        kind = LABEL,
-        namespace = %obj.namespace().unwrap_or_default(),
-        name = %obj.name_any(),
-    );
-    pass(obj, ctrl).instrument(span).await
-}
-
-async fn pass(obj: Arc<EC2Instance>, ctrl: Arc<Ec2Controller>) -> Result<Action, kube::Error> {
-    let _timer = ctrl.ctx.metrics.reconcile(LABEL);
+/// One pass over the object `obj` names, read afresh.
+pub(super) async fn reconcile(obj: Arc<EC2Instance>, ctrl: Arc<Ec2Controller>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let api: Api<EC2Instance> = Api::namespaced(ctrl.ctx.client.clone(), &ns);
@@ -50,24 +35,15 @@ async fn pass(obj: Arc<EC2Instance>, ctrl: Arc<Ec2Controller>) -> Result<Action,
         api,
         ns,
         name,
-        uid: uid.clone(),
+        uid,
     };
-    let result = pass.dispatch().await;
-    match result {
-        Ok(action) => {
-            ctrl.ctx.backoff.succeeded(&uid);
-            Ok(action)
-        }
-        Err(Error::Kube(e)) => Err(e),
-        Err(Error::Fenced(fenced)) => {
-            ctrl.ctx.metrics.reconcile_failed(LABEL, reason::FENCED);
-            tracing::warn!(kind = LABEL, "not acting: {fenced}");
-            Ok(Action::requeue(ctrl.ctx.backoff.failed(&uid)))
-        }
+    match pass.dispatch().await {
+        Ok(action) => Ok(action),
+        // The API server is away, or this replica may not write: nothing to report on it.
+        Err(e @ (Error::Kube(_) | Error::Fenced(_))) => Err(e),
         Err(err) => {
-            ctrl.ctx.metrics.reconcile_failed(LABEL, err.reason());
             pass.report(&err).await?;
-            Ok(Action::requeue(ctrl.ctx.backoff.failed(&uid)))
+            Err(err)
         }
     }
 }

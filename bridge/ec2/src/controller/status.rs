@@ -8,7 +8,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value as Json, json};
 
 use super::super::plan::{Desired, Plan};
-use super::{Error, LABEL, Pass, SETTLE, reasons};
+use super::{Error, Pass, SETTLE, reasons};
 use kraken_core_kinds::ec2::{EC2InstanceSpec, LastPlan};
 use kraken_kit::conditions::{self, READY, SYNCED, Set, reason};
 
@@ -96,7 +96,6 @@ impl Pass<'_> {
         }
         self.set(&updates);
         self.flush().await?;
-        tracing::info!(kind = LABEL, namespace = %self.ns, name = %self.name, reason = err.reason(), "reconcile failed: {message}");
         let repeated =
             previous.is_some_and(|(s, r, m)| s == "False" && r == err.reason() && m == message);
         if !repeated {

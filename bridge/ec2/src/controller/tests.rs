@@ -65,13 +65,13 @@ mod passes {
     use super::super::super::client::{INDEX_TAG, Instance, OWNER_TAG, Target};
     use super::super::super::fake::{FakeEc2, Fault};
     use super::super::super::policy::{ADOPT_TAG, AwsPolicy};
-    use super::super::reconcile::reconcile;
-    use super::super::{Context, Ec2Controller, SETTLE, reasons};
+    use super::super::{Context, Ec2Controller, Error, SETTLE, reasons};
     use kraken_core_kinds::ec2::EC2Instance;
     use kraken_kit::Kit;
     use kraken_kit::conditions::{READY, SYNCED, reason};
     use kraken_kit::fake_api::FakeApi;
     use kraken_kit::metrics::Metrics;
+    use kraken_kit::reconciler::{Reconciler, run};
 
     const NS: &str = "team";
 
@@ -161,15 +161,22 @@ mod passes {
                 .unwrap_or_default()
         }
 
-        async fn pass(&self, name: &str) -> Result<Action, kube::Error> {
+        /// One pass through the runner the controller runs it in: the requeue it chose.
+        async fn pass(&self, name: &str) -> Action {
             let obj = self.obj(name).expect("object exists");
-            reconcile(Arc::new(obj), self.ctrl.clone()).await
+            run(self.ctrl.clone(), Arc::new(obj)).await
+        }
+
+        /// The same pass's own result, the error it ended with included.
+        async fn attempt(&self, name: &str) -> Result<Action, Error> {
+            let obj = self.obj(name).expect("object exists");
+            Reconciler::reconcile(self.ctrl.clone(), Arc::new(obj)).await
         }
 
         /// Passes until one asks for no quick look again (at most 10).
         async fn settle(&self, name: &str) -> Action {
             for _ in 0..10 {
-                let action = self.pass(name).await.expect("pass");
+                let action = self.pass(name).await;
                 if action != Action::requeue(SETTLE) || self.obj(name).is_none() {
                     return action;
                 }
@@ -257,7 +264,7 @@ mod passes {
         // Nothing reads it: no StateDeclaration (see below for one that is published).
         assert_eq!(w.api.list("statedeclarations").len(), 0);
         let (requests, calls) = (w.api.requests().len(), w.ec2.calls().len());
-        w.pass("web").await.expect("quiet pass");
+        w.pass("web").await;
         assert_eq!(w.writes_since(requests), Vec::<String>::new());
         assert_eq!(w.mutating_calls_since(calls), Vec::<&str>::new());
     }
@@ -277,9 +284,8 @@ mod passes {
         let ctrl = Arc::new(Ec2Controller::with_factory(ctx, Arc::new(ec2.clone())));
         let w = World { api, ec2, ctrl };
         w.create("web", spec(2));
-        w.pass("web")
-            .await
-            .expect("a fenced pass is not an API error");
+        let fenced = w.attempt("web").await;
+        assert!(matches!(fenced, Err(Error::Fenced(_))), "{fenced:?}");
         assert_eq!(w.ec2.launches(), 0, "launched while fenced");
         let status = w.obj("web").and_then(|o| o.status).unwrap_or_default();
         assert!(
@@ -428,7 +434,7 @@ mod passes {
         w.create("web", s);
         w.settle("web").await;
         w.delete("web").await;
-        w.pass("web").await.expect("pass");
+        w.pass("web").await;
         assert!(w.obj("web").is_none());
         assert_eq!(w.ec2.live().len(), 1);
     }
@@ -439,7 +445,7 @@ mod passes {
         let mut s = spec(1);
         s["awsConfigRef"] = json!({"name": "aws"});
         w.create("web", s);
-        w.pass("web").await.expect("pass");
+        w.pass("web").await;
         let (status, why, message) = w.condition("web", SYNCED);
         assert_eq!(
             (status.as_str(), why.as_str()),
@@ -447,7 +453,7 @@ mod passes {
         );
         assert!(message.contains("AwsConfig aws"), "{message}");
         aws_config(&w, "aws", "http://127.0.0.1:5000");
-        w.pass("web").await.expect("pass");
+        w.pass("web").await;
         assert_eq!(w.condition("web", SYNCED).1, reason::SECRET_MISSING);
         assert_eq!(w.ec2.launches(), 0);
         w.api.insert(
@@ -482,7 +488,7 @@ mod passes {
         let mut s = spec(1);
         s["importIds"] = json!(["i-prod"]);
         w.create("web", s);
-        w.pass("web").await.expect("pass");
+        w.pass("web").await;
         let (status, why, message) = w.condition("web", SYNCED);
         assert_eq!(
             (status.as_str(), why.as_str()),
@@ -511,7 +517,7 @@ mod passes {
         });
         // No AwsConfig: it would be the operator's own credentials.
         w.create("ambient", spec(1));
-        w.pass("ambient").await.expect("pass");
+        w.pass("ambient").await;
         let (_, why, message) = w.condition("ambient", SYNCED);
         assert_eq!(why, reasons::CREDENTIALS_REQUIRED, "{message}");
         // An AwsConfig pointing at the cloud metadata endpoint.
@@ -525,7 +531,7 @@ mod passes {
         let mut s = spec(1);
         s["awsConfigRef"] = json!({"name": "imds"});
         w.create("imds", s);
-        w.pass("imds").await.expect("pass");
+        w.pass("imds").await;
         let (_, why, message) = w.condition("imds", SYNCED);
         assert_eq!(why, reasons::ENDPOINT_NOT_ALLOWED, "{message}");
         assert!(message.contains("169.254.169.254"), "{message}");
@@ -539,7 +545,7 @@ mod passes {
         let w = world();
         w.create("web", spec(1));
         w.ec2.fail_next("RunInstances", Fault::Throttling);
-        let action = w.pass("web").await.expect("pass");
+        let action = w.pass("web").await;
         assert_ne!(action, Action::await_change());
         assert_eq!(w.condition("web", SYNCED).1, reasons::AWS_ERROR);
         w.settle("web").await;
@@ -551,7 +557,7 @@ mod passes {
         let w = world();
         w.create("web", spec(1));
         w.ec2.fail_next("RunInstances", Fault::InvalidParameter);
-        w.pass("web").await.expect("pass");
+        w.pass("web").await;
         let (status, why, message) = w.condition("web", SYNCED);
         assert_eq!(
             (status.as_str(), why.as_str()),
@@ -573,7 +579,7 @@ mod passes {
             // The StateDeclaration write comes after the launches and before the status
             // records them: failing it ends the pass as a crash would.
             w.api.fail_next("POST", "/statedeclarations", 500);
-            assert!(w.pass("web").await.is_err());
+            assert!(w.attempt("web").await.is_err());
             assert_eq!(w.ec2.launches(), 2);
             let fenced = w.obj("web").and_then(|o| o.status).unwrap_or_default();
             assert!(fenced.instances.iter().all(|s| s.id.is_empty()));
@@ -595,9 +601,38 @@ mod passes {
         let w = world();
         w.create("web", spec(2));
         w.api.fail_next("PATCH", "/status", 409);
-        assert!(w.pass("web").await.is_err());
+        assert!(w.attempt("web").await.is_err());
         w.settle("web").await;
         assert_eq!((w.ec2.launches(), w.ec2.live().len()), (2, 2));
         assert_eq!(w.condition("web", READY).0, "True");
+    }
+
+    /// Through the runner: what EC2 refuses is retried with the kit's backoff; a spec the
+    /// controller cannot act on waits for a change, and both are counted under their reason.
+    #[tokio::test]
+    async fn failures_back_off_or_wait_for_a_change() {
+        let w = world();
+        w.create("web", spec(1));
+        w.ec2.fail_next("RunInstances", Fault::Throttling);
+        let action = w.pass("web").await;
+        assert_ne!(action, Action::await_change(), "retried");
+        let uid = w.uid("web");
+        assert_eq!(w.ctrl.ctx.backoff.failures(&uid), 1);
+        w.settle("web").await;
+        assert_eq!(w.ctrl.ctx.backoff.failures(&uid), 0, "reset by the success");
+
+        w.create("no-image", json!({"instanceType": "t3.micro"}));
+        assert_eq!(w.pass("no-image").await, Action::await_change());
+        let (_, why, message) = w.condition("no-image", SYNCED);
+        assert_eq!(why, reason::INVALID_SPEC, "{message}");
+        assert_eq!(w.ctrl.ctx.backoff.failures(&w.uid("no-image")), 0);
+        let text = w.ctrl.ctx.metrics.encode();
+        for why in [reasons::AWS_ERROR, reason::INVALID_SPEC] {
+            let series = format!(
+                "kraken_reconcile_failures_total{{kind=\"EC2Instance.aws.kraken.dev\",reason=\"{why}\"}} 1\n"
+            );
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+        assert_eq!(w.ec2.launches(), 1);
     }
 }

@@ -3,19 +3,26 @@
 //! writes each pass makes.
 
 use super::*;
+use futures::StreamExt as _;
 use kraken_kit::fake_api::FakeApi;
+use kraken_kit::metrics::Metrics;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value as Json, json};
 
 const NS: &str = "team";
 const GROUP_VERSION: &str = "core.kraken.dev/v1alpha1";
 
+/// A kit over the fake API server.
+fn kit(fake: &FakeApi) -> Kit {
+    Kit::new(fake.client(), Arc::new(Metrics::new()))
+}
+
 /// A hub whose index knows one producer kind, Pet of group `x`.
 fn hub(fake: &FakeApi) -> Arc<Hub> {
     let index = Arc::new(Index::default());
     // A running controller of Pet: its subscription stays open for the test.
     std::mem::forget(index.subscribe("x", "Pet"));
-    Arc::new(Hub::new(fake.client(), index, Arc::new(Metrics::new())))
+    Arc::new(Hub::new(Arc::new(kit(fake)), index))
 }
 
 fn declaration(fake: &FakeApi, name: &str, outputs: Json) {
@@ -63,9 +70,14 @@ fn stored(fake: &FakeApi, name: &str) -> DependencyRequest {
     serde_json::from_value(json).expect("a DependencyRequest")
 }
 
-/// One reconcile of request `name` as it is stored now.
-async fn pass(fake: &FakeApi, hub: &Arc<Hub>, name: &str) -> Result<Action, kube::Error> {
-    reconcile(Arc::new(stored(fake, name)), hub.clone()).await
+/// One reconcile of request `name` as it is stored now: the pass's own result.
+async fn pass(fake: &FakeApi, hub: &Arc<Hub>, name: &str) -> Result<Action, Error> {
+    Reconciler::reconcile(hub.clone(), Arc::new(stored(fake, name))).await
+}
+
+/// The same pass through the runner the controller runs it in: the requeue it chose.
+async fn run(fake: &FakeApi, hub: &Arc<Hub>, name: &str) -> Action {
+    kraken_kit::reconciler::run(hub.clone(), Arc::new(stored(fake, name))).await
 }
 
 fn ready(dr: &DependencyRequest) -> (String, String, String) {
@@ -254,7 +266,7 @@ async fn a_conflict_on_the_status_write_converges_on_retry() -> anyhow::Result<(
     let hub = hub(&fake);
     fake.fail_next("PATCH", "/dependencyrequests/object-x/status", 409);
     let first = pass(&fake, &hub, "object-x").await;
-    assert!(matches!(first, Err(kube::Error::Api(e)) if e.code == 409));
+    assert!(matches!(first, Err(Error::Api(kube::Error::Api(e))) if e.code == 409));
     assert!(stored(&fake, "object-x").status.is_none());
     pass(&fake, &hub, "object-x").await?;
     assert_eq!(ready(&stored(&fake, "object-x")).1, reason::RESOLVED);
@@ -288,14 +300,7 @@ async fn a_sharded_hub_resolves_only_the_requests_of_its_consumers() -> anyhow::
         views: vec![view.clone()],
     };
     let (tx, rx) = tokio::sync::watch::channel((share(other), 1));
-    let hub = Arc::new(
-        Hub::new(
-            fake.client(),
-            Arc::new(Index::default()),
-            Arc::new(Metrics::new()),
-        )
-        .with_shard(rx),
-    );
+    let hub = Arc::new(Hub::new(Arc::new(kit(&fake)), Arc::new(Index::default())).with_shard(rx));
     pass(&fake, &hub, "pet").await?;
     assert!(
         stored(&fake, "pet").status.is_none(),
@@ -318,15 +323,10 @@ async fn a_hub_whose_term_lapsed_writes_nothing() -> anyhow::Result<()> {
         json!([{"path": "size", "configMapKeyRef": {"name": "settings", "key": "size"}}]),
     );
     let fence = Fence::leased();
-    let hub = Arc::new(
-        Hub::new(
-            fake.client(),
-            Arc::new(Index::default()),
-            Arc::new(Metrics::new()),
-        )
-        .with_fence(fence.clone()),
-    );
-    pass(&fake, &hub, "pet").await?;
+    let kit = kit(&fake).with_fence(fence.clone());
+    let hub = Arc::new(Hub::new(Arc::new(kit), Arc::new(Index::default())));
+    let fenced = pass(&fake, &hub, "pet").await;
+    assert!(matches!(fenced, Err(Error::Fenced(_))), "{fenced:?}");
     assert!(
         stored(&fake, "pet").status.is_none(),
         "a replica without a current term wrote a resolution"
@@ -388,5 +388,76 @@ async fn a_resolution_with_newly_published_values_observes_their_propagation() -
         again.contains("kraken_hub_propagation_seconds_count 1"),
         "{again}"
     );
+    Ok(())
+}
+
+/// Through the runner: a resolved request waits for the next change; the API server failing
+/// is retried with the kit's backoff. (What a reference cannot resolve is no failure of the
+/// pass: it is reported on the request, and its sources' watches wake it.)
+#[tokio::test]
+async fn a_pass_succeeds_or_backs_off_in_the_controller_shape() -> anyhow::Result<()> {
+    let fake = FakeApi::new();
+    declaration(&fake, "pet-a.x", json!({"id": "i-1"}));
+    request(
+        &fake,
+        "object-x",
+        json!([{"path": "id", "resource": {"kind": "Pet", "name": "a", "path": "id"}}]),
+    );
+    let hub = hub(&fake);
+    let uid = stored(&fake, "object-x").metadata.uid.unwrap_or_default();
+    fake.fail_next("GET", "/statedeclarations/pet-a.x", 503);
+    let failed = run(&fake, &hub, "object-x").await;
+    assert_ne!(failed, Action::await_change(), "retried");
+    assert_eq!(hub.backoff.failures(&uid), 1);
+    assert!(stored(&fake, "object-x").status.is_none());
+    let resolved = run(&fake, &hub, "object-x").await;
+    assert_eq!(resolved, Action::await_change());
+    assert_eq!(hub.backoff.failures(&uid), 0);
+    assert_eq!(ready(&stored(&fake, "object-x")).1, reason::RESOLVED);
+    let text = hub.metrics.encode();
+    for (series, want) in [
+        (
+            r#"kraken_reconcile_runs_total{kind="DependencyRequest.core.kraken.dev"}"#,
+            "2",
+        ),
+        (
+            r#"kraken_reconcile_failures_total{kind="DependencyRequest.core.kraken.dev",reason="ApiError"}"#,
+            "1",
+        ),
+    ] {
+        assert!(
+            text.contains(&format!("{series} {want}\n")),
+            "{series} in {text}"
+        );
+    }
+    Ok(())
+}
+
+/// A values Secret someone else made is never taken over: reported on the request, counted,
+/// and left until a change (no retry loop against it).
+#[tokio::test]
+async fn a_values_secret_of_someone_else_is_refused_and_waits() -> anyhow::Result<()> {
+    let fake = FakeApi::new();
+    secret(&fake, "db", "password", "hunter2");
+    secret(&fake, "object-x-values", "password", "theirs");
+    request(
+        &fake,
+        "object-x",
+        json!([{"path": "password", "secretKeyRef": {"name": "db", "key": "password"}}]),
+    );
+    let hub = hub(&fake);
+    let refused = pass(&fake, &hub, "object-x").await;
+    assert!(matches!(refused, Err(Error::NotOwned(_))), "{refused:?}");
+    assert_eq!(ready(&stored(&fake, "object-x")).1, reason::NOT_OWNED);
+    let action = run(&fake, &hub, "object-x").await;
+    assert_eq!(action, Action::await_change());
+    let uid = stored(&fake, "object-x").metadata.uid.unwrap_or_default();
+    assert_eq!(hub.backoff.failures(&uid), 0);
+    let theirs = fake
+        .get("secrets", NS, "object-x-values")
+        .unwrap_or_default();
+    assert_eq!(theirs["data"]["password"], "dGhlaXJz", "untouched");
+    let series = r#"kraken_reconcile_failures_total{kind="DependencyRequest.core.kraken.dev",reason="NotOwned"} 1"#;
+    assert!(hub.metrics.encode().contains(series));
     Ok(())
 }

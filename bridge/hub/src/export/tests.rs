@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::Index;
-use crate::controller::{self, Hub};
+use crate::controller::Hub;
 use kraken_kit::fake_api::FakeApi;
 use kraken_kit::metrics::Metrics;
 use serde_json::json;
@@ -22,9 +22,8 @@ fn env() -> Env {
     let index = Arc::new(Index::default());
     // A running controller of Pet (group x): its subscription stays open for the test.
     std::mem::forget(index.subscribe("x", "Pet"));
-    let metrics = Arc::new(Metrics::new());
-    let hub = Arc::new(Hub::new(fake.client(), index.clone(), metrics.clone()));
-    let kit = Arc::new(Kit::new(fake.client(), metrics));
+    let kit = Arc::new(Kit::new(fake.client(), Arc::new(Metrics::new())));
+    let hub = Arc::new(Hub::new(kit.clone(), index.clone()));
     let ex = Arc::new(Exporter { kit, index });
     fake.insert(
         "statedeclarations",
@@ -55,22 +54,28 @@ fn stored(env: &Env, name: &str) -> Option<ConfigExport> {
     serde_json::from_value(json).ok()
 }
 
-async fn export_pass(env: &Env, name: &str) -> Result<Action, kube::Error> {
+async fn export_pass(env: &Env, name: &str) -> Result<Action, Error> {
     let ce = stored(env, name).expect("the ConfigExport exists");
-    reconcile(Arc::new(ce), env.ex.clone()).await
+    Reconciler::reconcile(env.ex.clone(), Arc::new(ce)).await
 }
 
-/// The export asks, the hub resolves, the export writes.
-async fn round(env: &Env, name: &str) -> anyhow::Result<()> {
+/// The same pass through the runner the controller runs it in: the requeue it chose.
+async fn run(env: &Env, name: &str) -> Action {
+    let ce = stored(env, name).expect("the ConfigExport exists");
+    kraken_kit::reconciler::run(env.ex.clone(), Arc::new(ce)).await
+}
+
+/// The export asks, the hub resolves, the export writes (through the runner: what it
+/// chose next is returned).
+async fn round(env: &Env, name: &str) -> anyhow::Result<Action> {
     export_pass(env, name).await?;
     let request = object_key(GROUP, "ConfigExport", name);
     let json = env
         .fake
         .get("dependencyrequests", NS, &request)
         .expect("the request exists");
-    controller::reconcile(Arc::new(serde_json::from_value(json)?), env.hub.clone()).await?;
-    export_pass(env, name).await?;
-    Ok(())
+    Reconciler::reconcile(env.hub.clone(), Arc::new(serde_json::from_value(json)?)).await?;
+    Ok(run(env, name).await)
 }
 
 fn ready(env: &Env, name: &str) -> (String, String) {
@@ -94,7 +99,7 @@ async fn writes_and_updates_its_config_map_and_writes_nothing_when_unchanged() -
 {
     let env = env();
     config_export(&env, "e", "ConfigMap", id_and_url());
-    round(&env, "e").await?;
+    assert_eq!(round(&env, "e").await?, Action::await_change());
     assert_eq!(ready(&env, "e").0, "Exported");
     let out = env.fake.get("configmaps", NS, "out").expect("the target");
     assert_eq!(out["data"], json!({"id": "i-1", "url": "http://i-1:8080"}));
@@ -196,8 +201,41 @@ async fn a_conflict_on_the_status_write_converges_on_retry() -> anyhow::Result<(
     config_export(&env, "e", "ConfigMap", id_and_url());
     env.fake.fail_next("PATCH", "/configexports/e/status", 409);
     let first = export_pass(&env, "e").await;
-    assert!(matches!(first, Err(kube::Error::Api(e)) if e.code == 409));
+    assert!(matches!(first, Err(Error::Api(kube::Error::Api(e))) if e.code == 409));
     round(&env, "e").await?;
     assert_eq!(ready(&env, "e").0, "Exported");
+    Ok(())
+}
+
+/// Through the runner: the API server failing is retried with the kit's backoff; a target it
+/// may not write waits for a change of the ConfigExport (no polling), and both are counted.
+#[tokio::test]
+async fn failures_back_off_or_wait_in_the_controller_shape() -> anyhow::Result<()> {
+    let env = env();
+    config_export(&env, "e", "ConfigMap", id_and_url());
+    let uid = stored(&env, "e")
+        .and_then(|ce| ce.metadata.uid)
+        .unwrap_or_default();
+    env.fake.fail_next("PATCH", "/configexports/e", 503);
+    let failed = run(&env, "e").await;
+    assert_ne!(failed, Action::await_change(), "retried");
+    assert_eq!(env.ex.backoff.failures(&uid), 1);
+
+    env.fake.insert(
+        "configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "out", "namespace": NS}, "data": {"mine": "yes"}}),
+    );
+    let refused = round(&env, "e").await?;
+    assert_eq!(refused, Action::await_change(), "waits for a change");
+    assert_eq!(ready(&env, "e").0, "TargetNotOwned");
+    assert_eq!(env.ex.backoff.failures(&uid), 0);
+    let text = env.ex.metrics.encode();
+    for reason in ["ApiError", "TargetNotOwned"] {
+        let series = format!(
+            "kraken_reconcile_failures_total{{kind=\"ConfigExport.core.kraken.dev\",reason=\"{reason}\"}} 1\n"
+        );
+        assert!(text.contains(&series), "{series} in {text}");
+    }
     Ok(())
 }

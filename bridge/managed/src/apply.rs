@@ -13,8 +13,9 @@ use super::deposed::{self, Current};
 use super::deps;
 use super::error::{Error, Result};
 use super::hold;
-use super::observe::{Observed, observe};
+use super::observe::{Adoption, Observed, Pass, Planned, up_to_plan};
 use super::spec::ManagedSpec;
+use super::state::Stored;
 use super::target::{
     OWNER_TAG_ANNOTATION, Saved, Target, apply_plan, destroy_object, fail_on_errors, plan_paths,
 };
@@ -33,22 +34,14 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
     let kind = run.k.kind.clone();
     let p = provider(run, spec).await?;
     let t = Target::new(&p, &kind.type_name)?;
-    let Some(config) = configuration(run, &t, spec).await? else {
+    let Some(Planned {
+        config,
+        observed,
+        plan,
+    }) = up_to_plan(run, &t, spec).await?
+    else {
         return Ok(Action::await_change());
     };
-    let observed = observe(run, &t, spec, &config).await?;
-    let config =
-        super::ignore::keep_prior(config, &observed.state, t.fields(), &spec.ignore_changes)
-            .map_err(Error::InvalidSpec)?;
-    let plan = lifecycle::plan(
-        t.host(),
-        t.type_name,
-        &observed.state,
-        &observed.private,
-        &config,
-    )
-    .await
-    .map_err(|e| t.lifecycle_err("plan", e))?;
     if plan.action != PlanAction::NoOp {
         let paths = plan_paths(&plan, t.fields());
         run.set_status_field(
@@ -149,6 +142,61 @@ pub(super) fn owned(run: &Run<'_>, t: &Target<'_>, spec: &ManagedSpec, config: V
     }
     let uid = kube::ResourceExt::uid(&run.obj).unwrap_or_default();
     t.with_owner_tag(config, Value::string(uid))
+}
+
+/// The reconcile's pass: reads the cluster through the hub and the object's state Secret, and
+/// makes what it adopts the object's (the finalizer, the state Secret, an Event).
+impl Pass for Run<'_> {
+    async fn provider(&self, spec: &ManagedSpec) -> Result<Configured> {
+        provider(self, spec).await
+    }
+
+    async fn configuration(&mut self, t: &Target<'_>, spec: &ManagedSpec) -> Result<Option<Value>> {
+        configuration(self, t, spec).await
+    }
+
+    async fn load_state(&mut self) -> Result<Option<Stored>> {
+        Run::load_state(self).await
+    }
+
+    fn annotation(&self, key: &str) -> Option<&str> {
+        Run::annotation(self, key)
+    }
+
+    fn uid(&self) -> Option<&str> {
+        self.obj.metadata.uid.as_deref()
+    }
+
+    async fn adopt(
+        &mut self,
+        t: &Target<'_>,
+        how: Adoption<'_>,
+        found: &mut Observed,
+    ) -> Result<()> {
+        let note = match how {
+            Adoption::Imported(by) => {
+                self.set_finalizer(true).await?;
+                (
+                    "Imported",
+                    format!("adopted the existing {} {by}", t.type_name),
+                )
+            }
+            Adoption::Recovered(attempt) => (
+                "Recovered",
+                format!(
+                    "found the {} an interrupted create (at {attempt}) had made, and adopted it",
+                    t.type_name
+                ),
+            ),
+        };
+        let completed = found.completed.clone();
+        found
+            .saved
+            .write(self, t, &found.state, &found.private, completed)
+            .await?;
+        self.event(false, note.0, note.1).await;
+        Ok(())
+    }
 }
 
 /// Carries out what [`decide::act`] chose for `plan`; then, with the object as its spec says,

@@ -1,41 +1,127 @@
-//! Step: establish what exists — refresh the stored state, adopt the object `importId` names,
-//! or find the object an interrupted create made (the create fence).
+//! The steps up to the plan — configuration → state → import/read → plan — as one code path
+//! for the reconcile and for `kraken plan` ([`super::preview`]): establish what exists (restore
+//! the stored state and refresh it, adopt the object `importId` names, or find the object an
+//! interrupted create made: the create fence), then plan against it.
+//!
+//! What differs between the two is a [`Pass`]: where the configuration and the stored state
+//! come from, and what adopting an object leaves behind. The reconcile's pass
+//! ([`super::write::Run`], in [`super::apply`]) puts the finalizer on, writes the state Secret
+//! and Events; `kraken plan`'s reads only and writes nothing.
 
 use super::CREATE_ATTEMPT_ANNOTATION;
 use super::decide::{self, Origin};
 use super::error::{Error, Result};
 pub(super) use super::recover::recover;
 use super::spec::ManagedSpec;
-use super::target::{Saved, Target};
-use super::write::Run;
+use super::state::Stored;
+use super::target::{OWNER_TAG_ANNOTATION, Saved, Target};
 use kraken_provider::ImportBy;
-use kraken_provider::lifecycle::{self, Applied};
+use kraken_provider::lifecycle::{self, Applied, Plan};
+use kraken_source::Configured;
 use kraken_value::Value;
 
+/// One pass over one object, up to its plan: where it reads, and what it writes when it adopts
+/// an object.
+pub(crate) trait Pass: Send {
+    /// The configured provider of the object's ProviderConfig.
+    fn provider(&self, spec: &ManagedSpec) -> impl Future<Output = Result<Configured>> + Send;
+
+    /// The resource's configuration value, with the owner tag Kraken would add; `None` while
+    /// its inputs are not resolved (the pass waits).
+    fn configuration(
+        &mut self,
+        t: &Target<'_>,
+        spec: &ManagedSpec,
+    ) -> impl Future<Output = Result<Option<Value>>> + Send;
+
+    /// What the object's state Secret holds, if it is the object's.
+    fn load_state(&mut self) -> impl Future<Output = Result<Option<Stored>>> + Send;
+
+    /// An annotation of the object as it is in the cluster (none before it exists).
+    fn annotation(&self, key: &str) -> Option<&str>;
+
+    /// The object's uid in the cluster (none before it exists).
+    fn uid(&self) -> Option<&str>;
+
+    /// Takes the object an import or a recovery found (`found` holds it) as this object's.
+    fn adopt(
+        &mut self,
+        t: &Target<'_>,
+        how: Adoption<'_>,
+        found: &mut Observed,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// How an object came to be adopted.
+pub(crate) enum Adoption<'a> {
+    /// `importId` or `importIdentity` named it.
+    Imported(&'a ImportBy),
+    /// The interrupted create at this time made it.
+    Recovered(&'a str),
+}
+
 /// What exists now, as the pass found it.
-pub(super) struct Observed {
-    pub(super) state: Value,
-    pub(super) private: Vec<u8>,
+pub(crate) struct Observed {
+    pub(crate) state: Value,
+    pub(crate) private: Vec<u8>,
     /// The object was deleted outside Kraken and must be created again.
-    pub(super) recreate: bool,
+    pub(crate) recreate: bool,
     /// The refresh found the object different from the stored state: it changed outside
     /// Kraken (or the provider reports it differently now).
-    pub(super) moved: bool,
+    pub(crate) moved: bool,
     /// The create attempt the stored state completed.
-    pub(super) completed: Option<String>,
-    pub(super) saved: Saved,
+    pub(crate) completed: Option<String>,
+    pub(crate) saved: Saved,
+}
+
+/// What the steps up to the plan found and planned.
+pub(crate) struct Planned {
+    /// The configuration planned with (`spec.ignoreChanges` taken from the observed state).
+    pub(crate) config: Value,
+    pub(crate) observed: Observed,
+    pub(crate) plan: Plan,
+}
+
+/// The steps up to the plan: configuration → state → import/read → plan. `None` while the
+/// configuration's inputs are not resolved.
+pub(crate) async fn up_to_plan(
+    pass: &mut impl Pass,
+    t: &Target<'_>,
+    spec: &ManagedSpec,
+) -> Result<Option<Planned>> {
+    let Some(config) = pass.configuration(t, spec).await? else {
+        return Ok(None);
+    };
+    let observed = observe(pass, t, spec, &config).await?;
+    let config =
+        super::ignore::keep_prior(config, &observed.state, t.fields(), &spec.ignore_changes)
+            .map_err(Error::InvalidSpec)?;
+    let plan = lifecycle::plan(
+        t.host(),
+        t.type_name,
+        &observed.state,
+        &observed.private,
+        &config,
+    )
+    .await
+    .map_err(|e| t.lifecycle_err("plan", e))?;
+    Ok(Some(Planned {
+        config,
+        observed,
+        plan,
+    }))
 }
 
 /// Step: establish what exists — restore the stored state and refresh it (when the stored
 /// object is gone and a later create fence is open, find what that create made first), or (no
 /// state yet) adopt the object `importId` names, or find the object an interrupted create made.
-pub(super) async fn observe(
-    run: &mut Run<'_>,
+async fn observe(
+    pass: &mut impl Pass,
     t: &Target<'_>,
     spec: &ManagedSpec,
     config: &Value,
 ) -> Result<Observed> {
-    let restored = t.restore(run.load_state().await?).await?;
+    let restored = t.restore(pass.load_state().await?).await?;
     let completed = restored
         .stored
         .as_ref()
@@ -48,9 +134,16 @@ pub(super) async fn observe(
         completed: completed.clone(),
         saved: Saved::from(&restored),
     };
-    let fence = run.annotation(CREATE_ATTEMPT_ANNOTATION).map(str::to_owned);
-    let replaced = run.deposed().and_then(|d| d.id());
-    let tags = (owner(run, spec), replaced.as_deref());
+    let fence = pass
+        .annotation(CREATE_ATTEMPT_ANNOTATION)
+        .map(str::to_owned);
+    let replaced = restored
+        .stored
+        .as_ref()
+        .and_then(|s| s.deposed.as_ref())
+        .and_then(|d| d.id());
+    let owner = owner(pass, spec).map(str::to_owned);
+    let tags = (owner.as_deref(), replaced.as_deref());
     let origin = decide::origin(
         !restored.state.is_null(),
         spec.import(),
@@ -74,15 +167,15 @@ pub(super) async fn observe(
                 && let Some(recovered) = recover(t, spec, config, tags, &attempt).await?
             {
                 // The recreate that followed the vanishing made it; its state was never saved.
-                adopt_recovered(run, t, recovered, attempt, &mut found).await?;
+                adopt_recovered(pass, t, recovered, attempt, &mut found).await?;
             } else {
                 found.recreate = true;
             }
         }
-        Origin::Import(by) => import(run, t, &by, &mut found).await?,
+        Origin::Import(by) => import(pass, t, &by, &mut found).await?,
         Origin::Recover(attempt) => {
             if let Some(recovered) = recover(t, spec, config, tags, &attempt).await? {
-                adopt_recovered(run, t, recovered, attempt, &mut found).await?;
+                adopt_recovered(pass, t, recovered, attempt, &mut found).await?;
             }
         }
         Origin::Nothing => {}
@@ -90,19 +183,9 @@ pub(super) async fn observe(
     Ok(found)
 }
 
-/// The uid the owner tag of the object carries, when Kraken created it (no `importId`).
-pub(super) fn owner<'r>(run: &'r Run<'_>, spec: &ManagedSpec) -> Option<&'r str> {
-    run.obj
-        .metadata
-        .uid
-        .as_deref()
-        .filter(|_| !spec.adopts())
-        .filter(|_| run.annotation(super::target::OWNER_TAG_ANNOTATION) != Some("off"))
-}
-
-/// Adopts the object `importId` or `importIdentity` names: the finalizer first, then its state.
+/// Imports the object `importId` or `importIdentity` names, and hands it to the pass to adopt.
 async fn import(
-    run: &mut Run<'_>,
+    pass: &mut impl Pass,
     t: &Target<'_>,
     by: &ImportBy,
     found: &mut Observed,
@@ -120,42 +203,28 @@ async fn import(
             t.type_name
         )));
     }
-    run.set_finalizer(true).await?;
-    let completed = found.completed.clone();
-    found
-        .saved
-        .write(run, t, &imported.new_state, &imported.private, completed)
-        .await?;
-    let note = format!("adopted the existing {} {by}", t.type_name);
-    run.event(false, "Imported", note).await;
     (found.state, found.private) = (imported.new_state, imported.private);
-    Ok(())
+    pass.adopt(t, Adoption::Imported(by), found).await
 }
 
-/// Adopts what the interrupted create `attempt` made, recording the attempt as completed.
+/// Hands what the interrupted create `attempt` made to the pass to adopt, recording the
+/// attempt as the one its state completes.
 async fn adopt_recovered(
-    run: &mut Run<'_>,
+    pass: &mut impl Pass,
     t: &Target<'_>,
     recovered: Applied,
     attempt: String,
     found: &mut Observed,
 ) -> Result<()> {
-    found
-        .saved
-        .write(
-            run,
-            t,
-            &recovered.new_state,
-            &recovered.private,
-            Some(attempt.clone()),
-        )
-        .await?;
-    let note = format!(
-        "found the {} an interrupted create (at {attempt}) had made, and adopted it",
-        t.type_name
-    );
-    found.completed = Some(attempt);
-    run.event(false, "Recovered", note).await;
     (found.state, found.private) = (recovered.new_state, recovered.private);
-    Ok(())
+    found.completed = Some(attempt.clone());
+    pass.adopt(t, Adoption::Recovered(&attempt), found).await
+}
+
+/// The uid the owner tag of the object carries, when Kraken created it (no `importId`, the
+/// tag not turned off).
+pub(super) fn owner<'p>(pass: &'p impl Pass, spec: &ManagedSpec) -> Option<&'p str> {
+    pass.uid()
+        .filter(|_| !spec.adopts())
+        .filter(|_| pass.annotation(OWNER_TAG_ANNOTATION) != Some("off"))
 }

@@ -29,6 +29,7 @@ fn reads_at_the_newer_of_the_watch_and_the_own_write() {
 
 mod data;
 mod identity;
+mod pass;
 mod plans;
 mod replace;
 mod seeded;

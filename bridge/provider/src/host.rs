@@ -277,8 +277,8 @@ impl Plugin for ProviderHost {
 /// (so `launch` depends on no adapter, and the adapters on `launch` only for the client type).
 pub fn adapter(client: PluginClient) -> Arc<dyn Plugin> {
     if client.protocol == 5 {
-        Arc::new(super::v5::V5Provider::new(client))
+        Arc::new(super::grpc::Adapter::<super::v5::V5>::new(client))
     } else {
-        Arc::new(super::v6::V6Provider::new(client))
+        Arc::new(super::grpc::Adapter::<super::v6::V6>::new(client))
     }
 }

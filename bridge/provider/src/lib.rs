@@ -1,8 +1,9 @@
 //! The plugin host: Terraform providers behind one protocol-neutral trait.
 //!
 //! [`Plugin`] speaks Kraken's domain types ([`Value`], [`ProviderSchema`], [`Diagnostic`]);
-//! the [`v5`] and [`v6`] adapters translate to and from the two gRPC protocols, so prost types
-//! never leave this module. [`launch`] starts an unmodified provider binary with go-plugin's
+//! one generic adapter (`grpc::Adapter`) translates to and from the gRPC protocol, over a
+//! crate-private `Protocol` trait implemented once for tfplugin5 (`v5`) and once for tfplugin6
+//! (`v6`), so prost types never leave this crate. [`launch`] starts an unmodified provider binary with go-plugin's
 //! handshake (AutoMTLS by default) and hands back a connected [`PluginClient`].
 //!
 //! Error model (as in OpenTofu's `providers.Interface`): what the provider says about the
@@ -26,14 +27,16 @@ pub mod lifecycle;
 pub mod observe;
 pub mod pool;
 pub mod proposed;
+mod protocol;
 pub mod resolve;
 mod rpc;
 pub mod schema_cache;
 mod schema_store;
 mod stdio;
 mod tls;
-pub mod v5;
-pub mod v6;
+mod v5;
+mod v6;
+mod wire;
 
 use std::fmt;
 

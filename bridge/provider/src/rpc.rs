@@ -21,8 +21,11 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// [`ProviderError::Crashed`] and is never reported as success; no answer by the deadline
 /// stops and kills the process ([`ProviderError::Timeout`]).
 ///
-/// The RPC runs inside an `rpc` span (`rpc`, `provider`, `type_name`, empty for provider-level
-/// RPCs) and its latency, failed or not, goes to the launch's observer.
+/// The RPC runs inside an `info` span `rpc` (`rpc`, `provider`, `type_name`, empty for
+/// provider-level RPCs), so at the operator's default level whatever is logged during it (a
+/// deadline passed, a provider restarted) shows which RPC of which reconcile it was about. The
+/// span logs nothing of its own: a formatter shows a span only as the context of an event. Its
+/// latency, failed or not, goes to the launch's observer.
 pub async fn call<T, F>(
     client: &PluginClient,
     rpc: &'static str,
@@ -33,13 +36,31 @@ where
     F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
 {
     let method = grpc_method(rpc);
-    let span = tracing::debug_span!("rpc", rpc = %method, provider = %client.name, type_name);
+    let span = tracing::info_span!("rpc", rpc = %method, provider = %client.name, type_name);
     let started = Instant::now();
-    let deadline = client.deadlines.of(&method);
-    let raced = tokio::time::timeout(deadline, race_exit(client, rpc, fut));
-    let result = match raced.instrument(span).await {
+    let result = within_deadline(client, rpc, &method, fut)
+        .instrument(span)
+        .await;
+    client.observe_rpc(&method, started.elapsed());
+    result
+}
+
+/// The RPC raced against the process's exit, under its deadline; past it, the provider is
+/// stopped and killed.
+async fn within_deadline<T, F>(
+    client: &PluginClient,
+    rpc: &'static str,
+    method: &str,
+    fut: F,
+) -> Result<T>
+where
+    F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+{
+    let deadline = client.deadlines.of(method);
+    match tokio::time::timeout(deadline, race_exit(client, rpc, fut)).await {
         Ok(result) => result,
         Err(_) => {
+            // Named in full: below `info` (the CLI's default) the span is not there to say.
             warn!(provider = %client.name, rpc = %method, ?deadline, "no answer in time; stopping the provider");
             stop_and_kill(client).await;
             Err(ProviderError::Timeout {
@@ -47,9 +68,7 @@ where
                 after: deadline,
             })
         }
-    };
-    client.observe_rpc(&method, started.elapsed());
-    result
+    }
 }
 
 /// Ask the provider to cancel what it is doing (`StopProvider`), then kill it: a hung call may
@@ -215,34 +234,69 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_rpc_span_covers_the_call_and_names_the_type() {
+    /// A subscriber as the operator runs by default (`info`), writing into the returned buffer.
+    fn at_info() -> (impl tracing::Subscriber + Send + Sync, Captured) {
         let out = Captured::default();
         let writer = out.clone();
         let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
+            .with_max_level(tracing::Level::INFO)
             .with_ansi(false)
             .with_writer(move || writer.clone())
             .finish();
+        (subscriber, out)
+    }
+
+    fn text(out: &Captured) -> String {
+        String::from_utf8(out.0.lock().map(|o| o.clone()).unwrap_or_default()).unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn at_the_default_level_the_rpc_span_shows_under_the_reconcile() {
+        let (subscriber, out) = at_info();
         let _guard = tracing::subscriber::set_default(subscriber);
         let (client, _exit) = detached_client(RANDOM, None);
-        let resp = call(&client, "read_resource", "random_pet", async {
+        let reconcile = tracing::info_span!("reconcile", name = "pet-1");
+        let rpc = call(&client, "read_resource", "random_pet", async {
             // Yield first: a span entered and dropped before the RPC would be gone by now.
             tokio::task::yield_now().await;
-            tracing::debug!("inside the rpc");
+            tracing::info!("inside the rpc");
             Ok(tonic::Response::new(()))
-        })
-        .await;
+        });
+        let resp = rpc.instrument(reconcile).await;
         assert!(resp.is_ok());
-        let text = String::from_utf8(out.0.lock().map(|o| o.clone()).unwrap_or_default())
-            .unwrap_or_default();
+        let text = text(&out);
         let line = text
             .lines()
             .find(|l| l.contains("inside the rpc"))
             .unwrap_or_default();
-        assert!(line.contains("rpc{"), "{text}");
+        assert!(line.contains("reconcile{name=\"pet-1\"}:rpc{"), "{text}");
         assert!(line.contains("rpc=ReadResource"), "{text}");
         assert!(line.contains("type_name=\"random_pet\""), "{text}");
         assert!(line.contains(RANDOM), "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_rpc_span_logs_nothing_of_its_own() {
+        let (subscriber, out) = at_info();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let (client, _exit) = detached_client(RANDOM, None);
+        for _ in 0..3 {
+            let resp = call(&client, "plan_resource_change", "random_pet", async {
+                tokio::task::yield_now().await;
+                Ok(tonic::Response::new(()))
+            })
+            .await;
+            assert!(resp.is_ok());
+        }
+        // The span was there (an event inside it would have shown it): it is quiet, not off.
+        let resp = call(&client, "plan_resource_change", "random_pet", async {
+            tracing::info!("one event");
+            Ok(tonic::Response::new(()))
+        })
+        .await;
+        assert!(resp.is_ok());
+        let text = text(&out);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("rpc{rpc=PlanResourceChange"), "{text}");
     }
 }

@@ -1,12 +1,23 @@
-//! The tfplugin6 adapter (protocol 6: providers on terraform-plugin-framework). Beyond the
-//! shared translation in [`super::grpc`] and [`super::convert`], protocol 6 adds nested
+//! Protocol 6 (tfplugin6: providers on terraform-plugin-framework) as a [`Protocol`]: its
+//! messages, its client's calls. Beyond what it shares with protocol 5, it adds nested
 //! attributes: attributes whose type is an object schema of its own, repeated
-//! single/list/set/map.
+//! single/list/set/map. Its conversions are expanded by
+//! [`super::convert::proto_conversions!`], and the adapter over it is
+//! [`super::grpc::Adapter`].
 
-use crate::schema::{NestedObject, ObjectNesting};
+use bytes::Bytes;
+use kraken_proto::tfplugin6::provider_client::ProviderClient;
+use tonic::transport::Channel;
 
-fn nested_type(a: &kraken_proto::tfplugin6::schema::Attribute) -> Result<Option<NestedObject>> {
-    use kraken_proto::tfplugin6::schema::object::NestingMode;
+use crate::channel::MAX_MESSAGE_BYTES;
+use crate::protocol::{Names, Protocol, Reply};
+use crate::schema::{Function, NestedObject, ObjectNesting, ServerCapabilities};
+
+/// The tfplugin6 protocol.
+pub struct V6;
+
+fn nested_type(a: &proto::schema::Attribute) -> Result<Option<NestedObject>> {
+    use proto::schema::object::NestingMode;
     let Some(obj) = &a.nested_type else {
         return Ok(None);
     };
@@ -36,15 +47,165 @@ fn nested_type(a: &kraken_proto::tfplugin6::schema::Attribute) -> Result<Option<
     }))
 }
 
-super::grpc::provider_adapter! {
+super::convert::proto_conversions! {
     proto = tfplugin6,
-    adapter = V6Provider,
-    version = 6,
+    get_schema = get_provider_schema,
     nested_type = nested_type,
-    get_schema = (get_provider_schema, "/tfplugin6.Provider/GetProviderSchema"),
-    validate_provider = (validate_provider_config, validate_provider_config),
-    validate_resource = (validate_resource_config, validate_resource_config),
-    validate_data = (validate_data_resource_config, validate_data_resource_config),
-    configure = (configure_provider, configure_provider),
-    stop = (stop_provider, stop_provider),
+    validate_provider = validate_provider_config,
+    validate_resource = validate_resource_config,
+    validate_data = validate_data_resource_config,
+    configure = configure_provider,
+    stop = stop_provider,
+}
+
+impl Protocol for V6 {
+    const VERSION: u32 = 6;
+    const NAMES: Names = Names {
+        get_schema: "get_provider_schema",
+        validate_provider: "validate_provider_config",
+        validate_resource: "validate_resource_config",
+        validate_data: "validate_data_resource_config",
+        configure: "configure_provider",
+        stop: "stop_provider",
+    };
+    const GET_SCHEMA_PATH: &'static str = "/tfplugin6.Provider/GetProviderSchema";
+
+    type Client = ProviderClient<Channel>;
+
+    type ValidateProviderRequest = proto::validate_provider_config::Request;
+    type ValidateProviderResponse = proto::validate_provider_config::Response;
+    type ValidateResourceRequest = proto::validate_resource_config::Request;
+    type ValidateResourceResponse = proto::validate_resource_config::Response;
+    type ValidateDataRequest = proto::validate_data_resource_config::Request;
+    type ValidateDataResponse = proto::validate_data_resource_config::Response;
+    type ConfigureRequest = proto::configure_provider::Request;
+    type ConfigureResponse = proto::configure_provider::Response;
+    type UpgradeRequest = proto::upgrade_resource_state::Request;
+    type UpgradeResponse = proto::upgrade_resource_state::Response;
+    type ReadRequest = proto::read_resource::Request;
+    type ReadResponse = proto::read_resource::Response;
+    type PlanRequest = proto::plan_resource_change::Request;
+    type PlanResponse = proto::plan_resource_change::Response;
+    type ApplyRequest = proto::apply_resource_change::Request;
+    type ApplyResponse = proto::apply_resource_change::Response;
+    type ImportRequest = proto::import_resource_state::Request;
+    type ImportResponse = proto::import_resource_state::Response;
+    type IdentitySchemasRequest = proto::get_resource_identity_schemas::Request;
+    type IdentitySchemasResponse = proto::get_resource_identity_schemas::Response;
+    type ReadDataRequest = proto::read_data_source::Request;
+    type ReadDataResponse = proto::read_data_source::Response;
+    type ListRequest = proto::list_resource::Request;
+    type ListEvent = proto::list_resource::Event;
+    type StopRequest = proto::stop_provider::Request;
+    type StopResponse = proto::stop_provider::Response;
+
+    fn client(channel: Channel) -> Self::Client {
+        ProviderClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    async fn validate_provider_config(
+        mut client: Self::Client,
+        req: Self::ValidateProviderRequest,
+    ) -> Reply<Self::ValidateProviderResponse> {
+        client.validate_provider_config(req).await
+    }
+
+    async fn validate_resource_config(
+        mut client: Self::Client,
+        req: Self::ValidateResourceRequest,
+    ) -> Reply<Self::ValidateResourceResponse> {
+        client.validate_resource_config(req).await
+    }
+
+    async fn validate_data_config(
+        mut client: Self::Client,
+        req: Self::ValidateDataRequest,
+    ) -> Reply<Self::ValidateDataResponse> {
+        client.validate_data_resource_config(req).await
+    }
+
+    async fn configure(
+        mut client: Self::Client,
+        req: Self::ConfigureRequest,
+    ) -> Reply<Self::ConfigureResponse> {
+        client.configure_provider(req).await
+    }
+
+    async fn upgrade_resource_state(
+        mut client: Self::Client,
+        req: Self::UpgradeRequest,
+    ) -> Reply<Self::UpgradeResponse> {
+        client.upgrade_resource_state(req).await
+    }
+
+    async fn read_resource(
+        mut client: Self::Client,
+        req: Self::ReadRequest,
+    ) -> Reply<Self::ReadResponse> {
+        client.read_resource(req).await
+    }
+
+    async fn plan_resource_change(
+        mut client: Self::Client,
+        req: Self::PlanRequest,
+    ) -> Reply<Self::PlanResponse> {
+        client.plan_resource_change(req).await
+    }
+
+    async fn apply_resource_change(
+        mut client: Self::Client,
+        req: Self::ApplyRequest,
+    ) -> Reply<Self::ApplyResponse> {
+        client.apply_resource_change(req).await
+    }
+
+    async fn import_resource_state(
+        mut client: Self::Client,
+        req: Self::ImportRequest,
+    ) -> Reply<Self::ImportResponse> {
+        client.import_resource_state(req).await
+    }
+
+    async fn get_resource_identity_schemas(
+        mut client: Self::Client,
+        req: Self::IdentitySchemasRequest,
+    ) -> Reply<Self::IdentitySchemasResponse> {
+        client.get_resource_identity_schemas(req).await
+    }
+
+    async fn read_data_source(
+        mut client: Self::Client,
+        req: Self::ReadDataRequest,
+    ) -> Reply<Self::ReadDataResponse> {
+        client.read_data_source(req).await
+    }
+
+    async fn list_resource(
+        mut client: Self::Client,
+        req: Self::ListRequest,
+    ) -> Reply<tonic::Streaming<Self::ListEvent>> {
+        client.list_resource(req).await
+    }
+
+    async fn stop(mut client: Self::Client, req: Self::StopRequest) -> Reply<Self::StopResponse> {
+        client.stop_provider(req).await
+    }
+
+    fn diagnostic(bytes: Bytes) -> Result<Diagnostic> {
+        decode_diagnostic(bytes)
+    }
+
+    fn capabilities(bytes: &[u8]) -> Result<ServerCapabilities> {
+        decode_capabilities(bytes)
+    }
+
+    fn function(bytes: Bytes) -> Result<Function> {
+        decode_function(bytes)
+    }
+
+    fn schema(bytes: &[u8]) -> Result<Schema> {
+        decode_schema(bytes)
+    }
 }

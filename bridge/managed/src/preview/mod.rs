@@ -3,17 +3,19 @@
 //! `ApplyResourceChange`.
 //!
 //! It is the reconcile's own first half, run on objects that are not applied yet: the same
+//! steps up to the plan, through the same code ([`super::observe::up_to_plan`]: configuration
+//! → state → import/read → plan), with a pass that reads only ([`pass`]); the same
 //! ProviderConfig → provider (`source`), the same configuration value (`spec.forProvider`,
-//! `valuesFrom` resolved with the hub's reference rules, Secret references), the same state
-//! Secret and refresh ([`super::target`], [`super::decide::origin`]), the same
-//! `lifecycle::plan`, and the same change list as `status.plan` ([`super::plan::changes`]), so
-//! `kraken plan` and a held plan agree. What differs is where inputs come from when they are not
+//! `valuesFrom` resolved with the hub's reference rules, Secret references), and the same
+//! change list as `status.plan` ([`super::plan::changes`]), so `kraken plan` and a held plan
+//! agree. What differs is where inputs come from when they are not
 //! in the cluster yet: a ProviderConfig, ConfigMap or Secret of the manifest set is taken from
 //! the set, and an output of a producer the set creates or changes is unknown (known after
 //! apply), as Terraform shows it.
 //!
 //! The files: [`manifests`] (files → documents), [`kinds`] (documents → what the cluster serves
-//! them as), [`values`] (`valuesFrom` through the cluster), [`object`] (one object's plan), and
+//! them as), [`values`] (`valuesFrom` through the cluster), [`pass`] (where one object's plan
+//! reads), [`object`] (one object's plan), and
 //! this root, which plans the set in waves (producers before the consumers that read them),
 //! each wave concurrently and bounded.
 
@@ -21,6 +23,7 @@ pub mod manifests;
 
 mod kinds;
 mod object;
+mod pass;
 mod values;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

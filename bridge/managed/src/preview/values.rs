@@ -32,6 +32,7 @@ use kraken_value::PathStep;
 type Declaration = (String, String);
 
 /// `spec.forProvider` as it would be configured, and what the plan must know about it.
+#[derive(Default)]
 pub(super) struct Inputs {
     /// With the resolved values merged in.
     pub(super) for_provider: Json,

@@ -653,19 +653,12 @@ impl State {
             return not_found(t, name);
         };
         let pre = &body["preconditions"];
-        for (field, want) in [
-            ("UID", &pre["uid"]),
-            ("ResourceVersion", &pre["resourceVersion"]),
-        ] {
-            let have = &current["metadata"][if field == "UID" {
-                "uid"
-            } else {
-                "resourceVersion"
-            }];
+        for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+            let (want, have) = (&pre[field], &current["metadata"][field]);
             if !want.is_null() && have != want {
                 let message = format!(
-                    "Operation cannot be fulfilled on {} \"{name}\": the {field} in the \
-                     precondition ({}) does not match the {field} in record ({})",
+                    "Operation cannot be fulfilled on {} \"{name}\": the {label} in the \
+                     precondition ({}) does not match the {label} in record ({})",
                     t.plural,
                     want.as_str().unwrap_or_default(),
                     have.as_str().unwrap_or_default()

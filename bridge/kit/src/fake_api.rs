@@ -1,22 +1,44 @@
 //! A stateful, in-memory Kubernetes API server for unit tests: a `kube::Client` whose requests
 //! never leave the process, so a controller's reconcile runs end to end, synchronously, in
-//! milliseconds. End-to-end tests in `tests/` prove the same behaviour against a real
-//! kube-apiserver; this fake exists to make failure paths cheap to reach.
+//! milliseconds. `tests/tests/contract_api.rs` runs one script of requests against this fake
+//! and against a real kube-apiserver and compares the answers, so what a unit test sees here is
+//! what the real server does, for the cases that script covers.
 //!
 //! What it keeps: objects by (API path prefix, plural, namespace, name) with `uid`,
-//! `resourceVersion`, `generation` (bumped when anything but metadata and status changes),
-//! finalizers and deletion (an object with finalizers gets a `deletionTimestamp` and stays),
-//! and a `/status` subresource (writes to the main resource leave status alone, writes to
-//! `/status` change only status). Patches: JSON merge patch, JSON patch (add, remove, replace,
-//! test), and server-side apply, approximated as a merge patch (no field ownership). A
-//! `metadata.resourceVersion` in a write body, or a delete precondition, must match or the
-//! write gets 409. Lists honour `labelSelector` equality and existence terms.
+//! `resourceVersion` (changed only by a write that changes something), `managedFields` and,
+//! for the kinds that have one, `generation` (custom resources and most built-in kinds, not
+//! ConfigMaps, Secrets, Leases or Events: bumped when anything but metadata changes, status
+//! aside where a status subresource holds it, and when a deletion starts). A kind with a
+//! status subresource (a custom resource whose CRD, stored here, declares one, or that has no
+//! CRD stored; the built-in kinds that have one) drops status on create, ignores it on writes to
+//! the main resource and takes only status through `/status`; any other kind answers 404 at
+//! `/status`. Finalizers hold a deletion (`deletionTimestamp` set), and the write that removes
+//! the last one deletes the object.
 //!
-//! What it does not do: watches (an empty list of events), admission, defaulting, pruning.
+//! Writes: create (409 AlreadyExists when taken); `PUT` (404 on a missing object, except the
+//! kinds the server creates that way, such as Leases; 422 without a `resourceVersion` where the
+//! server demands one, as for custom resources); JSON merge patch (and strategic merge patch,
+//! approximated by it); JSON patch; and server-side apply with field ownership (`managed`):
+//! conflicts (409 unless forced), fields a manager drops removed when nobody else owns them,
+//! `ownerReferences` and `status.conditions` merged by key, finalizers as a set, other lists
+//! atomic. A `resourceVersion` in a write, or a delete precondition (uid, resourceVersion),
+//! must match or the request gets 409. A second controller owner reference is refused (422). A
+//! delete answers a Status once the object is gone, the object while finalizers hold it. Lists
+//! honour `labelSelector` equality and existence terms.
+//!
+//! What it does not do: watches (an empty list of events), admission, defaulting, pruning,
+//! validation beyond the above, namespaces (a namespace need not exist). [`FakeApi::insert`]
+//! puts an object in place with no field owners.
 //!
 //! Faults: [`FakeApi::fail_next`] makes the next matching request fail with a status code
 //! (409 conflict, 500, ...), and [`FakeApi::requests`] lists every request for assertions on
 //! what was written.
+
+mod fields;
+mod kinds;
+mod managed;
+mod patch;
+mod request;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -25,6 +47,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value as Json, json};
+
+use kinds::Kind;
+use managed::{Owners, Scope};
+pub use patch::merge_patch;
+use request::{Target, parse_path, query_param, selected};
 
 /// One request the fake served: method, path (without query) and the status it answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +90,31 @@ struct State {
 #[derive(Debug, Clone, Default)]
 pub struct FakeApi {
     state: Arc<Mutex<State>>,
+}
+
+/// What a request carries besides its path: method, query, content type, field manager.
+struct Call {
+    method: Method,
+    query: String,
+    content_type: String,
+    user_agent: String,
+    body: Json,
+}
+
+impl Call {
+    /// The field manager of a write: named, or the user agent's product, or `unknown`, as
+    /// the server picks it.
+    fn manager(&self) -> String {
+        let agent = self.user_agent.split('/').next().unwrap_or_default();
+        query_param(&self.query, "fieldManager")
+            .filter(|m| !m.is_empty())
+            .or_else(|| (!agent.is_empty()).then(|| agent.to_owned()))
+            .unwrap_or_else(|| "unknown".to_owned())
+    }
+
+    fn force(&self) -> bool {
+        query_param(&self.query, "force").is_some_and(|f| f == "true")
+    }
 }
 
 impl FakeApi {
@@ -119,8 +171,9 @@ impl FakeApi {
     }
 
     /// Puts `object` in place as if created through the API (`apiVersion`, `kind`,
-    /// `metadata.name` and, for namespaced kinds, `metadata.namespace` must be set); `plural`
-    /// names its collection. Returns the stored object.
+    /// `metadata.name` and, for namespaced kinds, `metadata.namespace` must be set; a `uid`
+    /// and a status are kept), with no field owners; `plural` names its collection. Returns
+    /// the stored object.
     pub fn insert(&self, plural: &str, object: Json) -> Json {
         let api_version = object["apiVersion"].as_str().unwrap_or("v1").to_owned();
         let prefix = if api_version.contains('/') {
@@ -141,7 +194,8 @@ impl FakeApi {
                 .to_owned(),
         };
         let mut state = self.lock();
-        let stored = state.created(object);
+        let kind = state.kind(&key.prefix, plural);
+        let stored = state.created(object, kind);
         state.objects.insert(key, stored.clone());
         stored
     }
@@ -197,12 +251,21 @@ impl FakeApi {
         let (code, out) = match fault.and_then(|i| state.faults.remove(i)) {
             Some(f) => (f.status, status_body(f.status, "injected fault")),
             None => {
-                let content_type = headers
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                let query = uri.query().unwrap_or_default();
-                state.handle(method, &path, query, content_type, body)
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let call = Call {
+                    method: method.clone(),
+                    query: uri.query().unwrap_or_default().to_owned(),
+                    content_type: header("content-type"),
+                    user_agent: header("user-agent"),
+                    body: serde_json::from_slice(body).unwrap_or(Json::Null),
+                };
+                state.handle(&path, &call)
             }
         };
         state.served.push(Served {
@@ -217,237 +280,79 @@ impl FakeApi {
     }
 }
 
-/// A parsed request path.
-struct Target {
-    prefix: String,
-    plural: String,
-    namespace: String,
-    name: Option<String>,
-    status: bool,
-}
-
-fn parse_path(path: &str) -> Option<Target> {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (prefix, rest) = match parts.first() {
-        Some(&"api") if parts.len() >= 2 => (format!("/api/{}", parts[1]), &parts[2..]),
-        Some(&"apis") if parts.len() >= 3 => {
-            (format!("/apis/{}/{}", parts[1], parts[2]), &parts[3..])
-        }
-        _ => return None,
-    };
-    let (namespace, rest) = match rest {
-        ["namespaces", ns, tail @ ..] if !tail.is_empty() => ((*ns).to_owned(), tail),
-        _ => (String::new(), rest),
-    };
-    match rest {
-        [plural] => Some(Target {
-            prefix,
-            plural: (*plural).to_owned(),
-            namespace,
-            name: None,
-            status: false,
-        }),
-        [plural, name] => Some(Target {
-            prefix,
-            plural: (*plural).to_owned(),
-            namespace,
-            name: Some((*name).to_owned()),
-            status: false,
-        }),
-        [plural, name, "status"] => Some(Target {
-            prefix,
-            plural: (*plural).to_owned(),
-            namespace,
-            name: Some((*name).to_owned()),
-            status: true,
-        }),
-        _ => None,
-    }
-}
-
+/// A failure as the server answers it: a Status with the reason its code stands for.
 fn status_body(code: u16, message: &str) -> Json {
     let reason = match code {
         404 => "NotFound",
+        405 => "MethodNotAllowed",
         409 => "Conflict",
         422 => "Invalid",
         _ => "InternalError",
     };
+    failure(code, reason, message)
+}
+
+fn failure(code: u16, reason: &str, message: &str) -> Json {
     json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code,
     })
 }
 
-fn query_param(query: &str, key: &str) -> Option<String> {
-    query.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=')?;
-        (k == key).then(|| percent_decode(v))
-    })
+fn not_found(t: &Target, name: &str) -> (u16, Json) {
+    (
+        404,
+        status_body(404, &format!("{} \"{name}\" not found", t.plural)),
+    )
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+fn modified(t: &Target, name: &str) -> (u16, Json) {
+    let message = format!(
+        "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please \
+         apply your changes to the latest version and try again",
+        t.plural
+    );
+    (409, status_body(409, &message))
 }
 
-/// Whether `labels` satisfy a selector of `k=v`, `k!=v`, `k` and `!k` terms.
-fn selected(labels: &Json, selector: &str) -> bool {
-    selector.split(',').filter(|t| !t.is_empty()).all(|term| {
-        if let Some((k, v)) = term.split_once("!=") {
-            labels[k].as_str() != Some(v)
-        } else if let Some((k, v)) = term.split_once('=') {
-            labels[k.trim_end_matches('=')].as_str() == Some(v)
-        } else if let Some(k) = term.strip_prefix('!') {
-            labels.get(k).is_none()
-        } else {
-            labels.get(term).is_some()
-        }
-    })
-}
-
-/// RFC 7386 JSON merge patch.
-pub fn merge_patch(target: &mut Json, patch: &Json) {
-    match patch {
-        Json::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            if let Json::Object(t) = target {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge_patch(t.entry(k.clone()).or_insert(Json::Null), v);
-                    }
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
-
-/// RFC 6902 JSON patch (add, remove, replace, test); `Err` with a message when an operation
-/// fails.
-fn json_patch(target: &mut Json, ops: &Json) -> Result<(), String> {
-    for op in ops.as_array().into_iter().flatten() {
-        let path = op["path"].as_str().unwrap_or_default();
-        let pointer: Vec<String> = path
-            .split('/')
-            .skip(1)
-            .map(|p| p.replace("~1", "/").replace("~0", "~"))
-            .collect();
-        match op["op"].as_str().unwrap_or_default() {
-            "test" => {
-                if target.pointer(path) != Some(&op["value"]) {
-                    return Err(format!("test of {path} failed"));
-                }
-            }
-            "remove" => {
-                let (parent, last) = parent_of(target, &pointer)?;
-                match parent {
-                    Json::Object(m) => {
-                        m.remove(&last).ok_or(format!("{path} not found"))?;
-                    }
-                    Json::Array(a) => {
-                        let i: usize = last.parse().map_err(|_| format!("bad index {last}"))?;
-                        if i >= a.len() {
-                            return Err(format!("{path} not found"));
-                        }
-                        a.remove(i);
-                    }
-                    _ => return Err(format!("{path} not found")),
-                }
-            }
-            kind @ ("add" | "replace") => {
-                let value = op["value"].clone();
-                if pointer.is_empty() {
-                    *target = value;
-                    continue;
-                }
-                let (parent, last) = parent_of(target, &pointer)?;
-                match parent {
-                    Json::Object(m) => {
-                        if kind == "replace" && !m.contains_key(&last) {
-                            return Err(format!("{path} not found"));
-                        }
-                        m.insert(last, value);
-                    }
-                    Json::Array(a) if last == "-" => a.push(value),
-                    Json::Array(a) => {
-                        let i: usize = last.parse().map_err(|_| format!("bad index {last}"))?;
-                        if kind == "replace" && i < a.len() {
-                            a[i] = value;
-                        } else if i <= a.len() {
-                            a.insert(i, value);
-                        } else {
-                            return Err(format!("{path} out of range"));
-                        }
-                    }
-                    _ => return Err(format!("{path}: parent is not a container")),
-                }
-            }
-            other => return Err(format!("unsupported op {other}")),
-        }
-    }
-    Ok(())
-}
-
-fn parent_of<'a>(
-    target: &'a mut Json,
-    pointer: &[String],
-) -> Result<(&'a mut Json, String), String> {
-    let Some((last, parents)) = pointer.split_last() else {
-        return Err("empty path".into());
-    };
-    let mut cur = target;
-    for p in parents {
-        cur = match cur {
-            Json::Object(m) => m.get_mut(p).ok_or(format!("/{p} not found"))?,
-            Json::Array(a) => {
-                let i: usize = p.parse().map_err(|_| format!("bad index {p}"))?;
-                a.get_mut(i).ok_or(format!("index {i} not found"))?
-            }
-            _ => return Err(format!("/{p}: not a container")),
-        };
-    }
-    Ok((cur, last.clone()))
-}
-
-/// The object without metadata and status: what `generation` tracks.
-fn spec_part(obj: &Json) -> Json {
+/// The object without metadata, and without status where a subresource holds it: what
+/// `generation` tracks.
+fn tracked_part(obj: &Json, kind: Kind) -> Json {
     let mut o = obj.clone();
     if let Json::Object(m) = &mut o {
         m.remove("metadata");
-        m.remove("status");
+        if kind.status {
+            m.remove("status");
+        }
     }
     o
+}
+
+/// The refusal of an object with more than one controller owner reference, as the server's
+/// validation words it.
+fn second_controller(object: &Json) -> Option<String> {
+    let controllers: Vec<String> = object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["controller"] == true)
+        .map(|r| {
+            format!(
+                "{}/{}",
+                r["kind"].as_str().unwrap_or_default(),
+                r["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    (controllers.len() > 1).then(|| {
+        format!(
+            "{} \"{}\" is invalid: metadata.ownerReferences: Invalid value: the references: Only \
+             one reference can have Controller set to true. Found \"true\" in references for {}",
+            object["kind"].as_str().unwrap_or_default(),
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+            controllers.join(" and ")
+        )
+    })
 }
 
 impl State {
@@ -456,8 +361,17 @@ impl State {
         self.version.to_string()
     }
 
-    /// `object` as stored on create: identity, version, generation.
-    fn created(&mut self, mut object: Json) -> Json {
+    fn kind(&self, prefix: &str, plural: &str) -> Kind {
+        kinds::kind(prefix, plural, |name| {
+            self.objects
+                .iter()
+                .find(|(k, _)| k.plural == "customresourcedefinitions" && k.name == name)
+                .map(|(_, crd)| crd.clone())
+        })
+    }
+
+    /// `object` as stored on create: identity, version, generation where the kind has one.
+    fn created(&mut self, mut object: Json, kind: Kind) -> Json {
         self.uids += 1;
         let uid = format!("00000000-0000-0000-0000-{:012}", self.uids);
         let version = self.next_version();
@@ -466,231 +380,373 @@ impl State {
             meta["uid"] = json!(uid);
         }
         meta["resourceVersion"] = json!(version);
-        meta["generation"] = json!(1);
         meta["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        if kind.generation {
+            meta["generation"] = json!(1);
+        } else if let Some(m) = meta.as_object_mut() {
+            m.remove("generation");
+        }
         object
     }
 
-    fn handle(
-        &mut self,
-        method: &Method,
-        path: &str,
-        query: &str,
-        content_type: &str,
-        body: &[u8],
-    ) -> (u16, Json) {
+    fn handle(&mut self, path: &str, call: &Call) -> (u16, Json) {
         let Some(t) = parse_path(path) else {
             return (404, status_body(404, &format!("no such path {path}")));
         };
-        let body: Json = serde_json::from_slice(body).unwrap_or(Json::Null);
-        match (method.as_str(), &t.name) {
-            ("GET", None) => {
-                if query_param(query, "watch").is_some_and(|w| w == "true" || w == "1") {
-                    return (200, json!({}));
-                }
-                let selector = query_param(query, "labelSelector").unwrap_or_default();
-                let items: Vec<Json> = self
-                    .objects
-                    .iter()
-                    .filter(|(k, _)| {
-                        k.prefix == t.prefix
-                            && k.plural == t.plural
-                            && (t.namespace.is_empty() || k.namespace == t.namespace)
-                    })
-                    .map(|(_, v)| v)
-                    .filter(|v| selected(&v["metadata"]["labels"], &selector))
-                    .cloned()
-                    .collect();
-                let version = self.version.to_string();
-                (
-                    200,
-                    json!({"kind": "List", "apiVersion": "v1",
-                           "metadata": {"resourceVersion": version}, "items": items}),
-                )
-            }
+        let kind = self.kind(&t.prefix, &t.plural);
+        if t.status && !kind.status {
+            return (
+                404,
+                status_body(404, "the server could not find the requested resource"),
+            );
+        }
+        match (call.method.as_str(), &t.name) {
+            ("GET", None) => self.list(&t, &call.query),
             ("GET", Some(name)) => match self.objects.get(&key(&t, name)) {
                 Some(o) => (200, o.clone()),
-                None => (
-                    404,
-                    status_body(404, &format!("{} {name} not found", t.plural)),
-                ),
+                None => not_found(&t, name),
             },
-            ("POST", None) => {
-                let name = body["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                if name.is_empty() {
-                    return (422, status_body(422, "metadata.name is required"));
-                }
-                let k = key(&t, &name);
-                if self.objects.contains_key(&k) {
-                    return (
-                        409,
-                        status_body(409, &format!("{} {name} already exists", t.plural)),
-                    );
-                }
-                let mut obj = body;
-                if !t.namespace.is_empty() {
-                    obj["metadata"]["namespace"] = json!(t.namespace);
-                }
-                let stored = self.created(obj);
-                self.objects.insert(k, stored.clone());
-                (201, stored)
+            ("POST", None) => self.create_posted(&t, kind, call),
+            ("PUT", Some(name)) => self.put(&t, kind, name, call),
+            ("PATCH", Some(name)) if call.content_type.contains("apply-patch") => {
+                self.apply(&t, kind, name, call)
             }
-            ("PUT", Some(name)) => self.write(&t, name, |_, _| Ok(body.clone()), true),
-            ("PATCH", Some(name)) => {
-                let apply = content_type.contains("apply-patch");
-                let json_patch_kind = content_type.contains("json-patch");
-                let create = apply;
-                self.write(
-                    &t,
-                    name,
-                    |current, _| {
-                        let mut next = current.clone();
-                        if json_patch_kind {
-                            json_patch(&mut next, &body)?;
-                        } else {
-                            merge_patch(&mut next, &body);
-                        }
-                        Ok(next)
-                    },
-                    create,
-                )
-            }
-            ("DELETE", Some(name)) => self.delete(&t, name, &body),
+            ("PATCH", Some(name)) => self.patch(&t, kind, name, call),
+            ("DELETE", Some(name)) => self.delete(&t, kind, name, &call.body),
             _ => (405, status_body(405, "method not allowed")),
         }
     }
 
-    /// A write of object `name`: `change` maps the current object (or `{}` when creating) to
-    /// the next; the version precondition, status subresource and generation rules apply.
-    fn write(
-        &mut self,
-        t: &Target,
-        name: &str,
-        change: impl FnOnce(&Json, bool) -> Result<Json, String>,
-        create: bool,
-    ) -> (u16, Json) {
-        let k = key(t, name);
-        let existing = self.objects.get(&k).cloned();
-        let Some(current) = existing else {
-            if !create {
-                return (
-                    404,
-                    status_body(404, &format!("{} {name} not found", t.plural)),
-                );
-            }
-            let mut obj = match change(&json!({}), true) {
-                Ok(o) => o,
-                Err(m) => return (422, status_body(422, &m)),
-            };
-            obj["metadata"]["name"] = json!(name);
-            if !t.namespace.is_empty() {
-                obj["metadata"]["namespace"] = json!(t.namespace);
-            }
-            let stored = self.created(obj);
-            self.objects.insert(k, stored.clone());
-            return (201, stored);
-        };
-        let next = match change(&current, false) {
-            Ok(o) => o,
-            Err(m) => return (422, status_body(422, &m)),
-        };
-        if let Some(wanted) = next["metadata"]["resourceVersion"].as_str()
-            && Some(wanted) != current["metadata"]["resourceVersion"].as_str()
-        {
+    fn list(&self, t: &Target, query: &str) -> (u16, Json) {
+        if query_param(query, "watch").is_some_and(|w| w == "true" || w == "1") {
+            return (200, json!({}));
+        }
+        let selector = query_param(query, "labelSelector").unwrap_or_default();
+        let items: Vec<Json> = self
+            .objects
+            .iter()
+            .filter(|(k, _)| {
+                k.prefix == t.prefix
+                    && k.plural == t.plural
+                    && (t.namespace.is_empty() || k.namespace == t.namespace)
+            })
+            .map(|(_, v)| v)
+            .filter(|v| selected(&v["metadata"]["labels"], &selector))
+            .cloned()
+            .collect();
+        let version = self.version.to_string();
+        (
+            200,
+            json!({"kind": "List", "apiVersion": "v1",
+                   "metadata": {"resourceVersion": version}, "items": items}),
+        )
+    }
+
+    /// The scope of a write to the main resource or its `/status`.
+    fn scope(t: &Target, kind: Kind) -> Scope {
+        match (t.status, kind.status) {
+            (true, _) => Scope::Status,
+            (false, true) => Scope::AllButStatus,
+            (false, false) => Scope::Whole,
+        }
+    }
+
+    fn create_posted(&mut self, t: &Target, kind: Kind, call: &Call) -> (u16, Json) {
+        let name = call.body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if name.is_empty() {
             return (
-                409,
-                status_body(
-                    409,
-                    &format!("{} {name}: the object has been modified", t.plural),
-                ),
+                422,
+                status_body(422, "metadata.name: Required value: name is required"),
             );
         }
-        let mut stored = current.clone();
-        if t.status {
-            stored["status"] = next["status"].clone();
-        } else {
-            let status = current["status"].clone();
-            stored = next;
-            // Identity is the server's.
-            for field in [
+        self.create(t, kind, &name, call, call.body.clone())
+    }
+
+    /// Creates `name` from `object`, owned by the caller's field manager (an update, or the
+    /// apply `call` is).
+    fn create(
+        &mut self,
+        t: &Target,
+        kind: Kind,
+        name: &str,
+        call: &Call,
+        object: Json,
+    ) -> (u16, Json) {
+        let k = key(t, name);
+        if self.objects.contains_key(&k) {
+            let message = format!("{} \"{name}\" already exists", t.plural);
+            return (409, failure(409, "AlreadyExists", &message));
+        }
+        let mut obj = object;
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            for server in [
                 "uid",
-                "creationTimestamp",
-                "generation",
+                "resourceVersion",
+                "managedFields",
                 "deletionTimestamp",
             ] {
-                stored["metadata"][field] = current["metadata"][field].clone();
+                m.remove(server);
             }
-            if status.is_null() {
-                if let Json::Object(m) = &mut stored {
-                    m.remove("status");
-                }
-            } else {
-                stored["status"] = status;
+        }
+        obj["metadata"]["name"] = json!(name);
+        if !t.namespace.is_empty() {
+            obj["metadata"]["namespace"] = json!(t.namespace);
+        }
+        let scope = Self::scope(t, kind);
+        if scope != Scope::Whole
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        let mut owners = Owners::of(&json!({}));
+        let stored = if call.content_type.contains("apply-patch") {
+            match owners.apply(&call.manager(), scope, &json!({}), &obj, call.force()) {
+                Ok(applied) => applied,
+                Err(c) => return (409, status_body(409, &c.message())),
             }
-            if spec_part(&stored) != spec_part(&current) {
-                let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
-                stored["metadata"]["generation"] = json!(g + 1);
+        } else {
+            owners.update(&call.manager(), scope, &json!({}), &obj);
+            obj
+        };
+        if let Some(message) = second_controller(&stored) {
+            return (422, status_body(422, &message));
+        }
+        let mut stored = self.created(stored, kind);
+        owners.write(&mut stored);
+        self.objects.insert(k, stored.clone());
+        (201, stored)
+    }
+
+    fn put(&mut self, t: &Target, kind: Kind, name: &str, call: &Call) -> (u16, Json) {
+        let Some(current) = self.objects.get(&key(t, name)).cloned() else {
+            if kind.create_on_update && !t.status {
+                return self.create(t, kind, name, call, call.body.clone());
             }
+            return not_found(t, name);
+        };
+        match call.body["metadata"]["resourceVersion"].as_str() {
+            None if !kind.unconditional_update => {
+                let message = format!(
+                    "{} \"{name}\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must \
+                     be specified for an update",
+                    t.plural
+                );
+                return (422, status_body(422, &message));
+            }
+            Some(v) if Some(v) != current["metadata"]["resourceVersion"].as_str() => {
+                return modified(t, name);
+            }
+            _ => {}
+        }
+        self.update(t, kind, name, call, current, call.body.clone())
+    }
+
+    fn patch(&mut self, t: &Target, kind: Kind, name: &str, call: &Call) -> (u16, Json) {
+        let Some(current) = self.objects.get(&key(t, name)).cloned() else {
+            return not_found(t, name);
+        };
+        let mut next = current.clone();
+        if call.content_type.contains("json-patch") {
+            if let Err(m) = patch::json_patch(&mut next, &call.body) {
+                return (422, status_body(422, &m));
+            }
+        } else {
+            merge_patch(&mut next, &call.body);
+        }
+        if next["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+            return modified(t, name);
+        }
+        self.update(t, kind, name, call, current, next)
+    }
+
+    /// An update (`PUT` or a patch) of `current` to `next`, owned by the caller's manager.
+    fn update(
+        &mut self,
+        t: &Target,
+        kind: Kind,
+        name: &str,
+        call: &Call,
+        current: Json,
+        next: Json,
+    ) -> (u16, Json) {
+        let scope = Self::scope(t, kind);
+        let next = settled(&current, next, scope);
+        let mut owners = Owners::of(&current);
+        owners.update(&call.manager(), scope, &current, &next);
+        self.commit(t, kind, name, current, next, &owners)
+    }
+
+    fn apply(&mut self, t: &Target, kind: Kind, name: &str, call: &Call) -> (u16, Json) {
+        let Some(current) = self.objects.get(&key(t, name)).cloned() else {
+            if t.status {
+                return not_found(t, name);
+            }
+            return self.create(t, kind, name, call, call.body.clone());
+        };
+        let wanted = &call.body["metadata"]["resourceVersion"];
+        if !wanted.is_null() && *wanted != current["metadata"]["resourceVersion"] {
+            return modified(t, name);
+        }
+        let scope = Self::scope(t, kind);
+        let mut config = call.body.clone();
+        if let Some(m) = config.as_object_mut() {
+            match scope {
+                Scope::Status => m.retain(|k, _| k == "status" || k == "apiVersion" || k == "kind"),
+                Scope::AllButStatus => drop(m.remove("status")),
+                Scope::Whole => {}
+            }
+        }
+        let mut owners = Owners::of(&current);
+        let live = without_server_fields(&current);
+        let next = match owners.apply(&call.manager(), scope, &live, &config, call.force()) {
+            Ok(next) => settled(&current, next, scope),
+            Err(c) => return (409, status_body(409, &c.message())),
+        };
+        self.commit(t, kind, name, current, next, &owners)
+    }
+
+    /// Stores `next` (already settled) in place of `current`: generation, the controller
+    /// check, a new resourceVersion when anything changed, and the deletion a write that
+    /// removes the last finalizer of a deleting object finishes.
+    fn commit(
+        &mut self,
+        t: &Target,
+        kind: Kind,
+        name: &str,
+        current: Json,
+        next: Json,
+        owners: &Owners,
+    ) -> (u16, Json) {
+        let mut stored = next;
+        owners.write(&mut stored);
+        if kind.generation && tracked_part(&stored, kind) != tracked_part(&current, kind) {
+            let g = current["metadata"]["generation"].as_i64().unwrap_or(0);
+            stored["metadata"]["generation"] = json!(g + 1);
+        }
+        if let Some(message) = second_controller(&stored) {
+            return (422, status_body(422, &message));
         }
         if stored == current {
             return (200, current);
         }
-        stored["metadata"]["resourceVersion"] = json!(self.next_version());
-        // A deleting object whose last finalizer went is gone.
+        let k = key(t, name);
         let deleting = !stored["metadata"]["deletionTimestamp"].is_null();
         let finalizers_empty = stored["metadata"]["finalizers"]
             .as_array()
             .is_none_or(Vec::is_empty);
         if deleting && finalizers_empty {
+            // The server deletes it from what it held: no new version.
             self.objects.remove(&k);
-        } else {
-            self.objects.insert(k, stored.clone());
+            return (200, stored);
         }
+        stored["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.objects.insert(k, stored.clone());
         (200, stored)
     }
 
-    fn delete(&mut self, t: &Target, name: &str, body: &Json) -> (u16, Json) {
+    fn delete(&mut self, t: &Target, kind: Kind, name: &str, body: &Json) -> (u16, Json) {
         let k = key(t, name);
         let Some(current) = self.objects.get(&k).cloned() else {
-            return (
-                404,
-                status_body(404, &format!("{} {name} not found", t.plural)),
-            );
+            return not_found(t, name);
         };
         let pre = &body["preconditions"];
-        for (field, want) in [
-            ("uid", &pre["uid"]),
-            ("resourceVersion", &pre["resourceVersion"]),
-        ] {
-            if !want.is_null() && current["metadata"][field] != *want {
-                return (
-                    409,
-                    status_body(
-                        409,
-                        &format!("{} {name}: precondition on {field} failed", t.plural),
-                    ),
+        for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+            let (want, have) = (&pre[field], &current["metadata"][field]);
+            if !want.is_null() && have != want {
+                let message = format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the {label} in the \
+                     precondition ({}) does not match the {label} in record ({})",
+                    t.plural,
+                    want.as_str().unwrap_or_default(),
+                    have.as_str().unwrap_or_default()
                 );
+                return (409, status_body(409, &message));
             }
         }
         let has_finalizers = current["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
-        if has_finalizers {
-            let mut stored = current;
-            if stored["metadata"]["deletionTimestamp"].is_null() {
-                stored["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:01Z");
-                stored["metadata"]["resourceVersion"] = json!(self.next_version());
-            }
-            self.objects.insert(k, stored.clone());
-            (200, stored)
-        } else {
+        if !has_finalizers {
             self.objects.remove(&k);
-            (200, current)
+            let uid = current["metadata"]["uid"].clone();
+            let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Success", "details": {"name": name, "kind": t.plural, "uid": uid}});
+            return (200, status);
+        }
+        if !current["metadata"]["deletionTimestamp"].is_null() {
+            return (200, current);
+        }
+        let mut stored = current;
+        stored["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:01Z");
+        stored["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if kind.generation {
+            let g = stored["metadata"]["generation"].as_i64().unwrap_or(0);
+            stored["metadata"]["generation"] = json!(g + 1);
+        }
+        stored["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.objects.insert(k, stored.clone());
+        (200, stored)
+    }
+}
+
+/// `next` as the server stores it in place of `current`: identity, versions, owners and
+/// deletion are the server's; status comes from `next` only through `/status`, and only
+/// status does.
+fn settled(current: &Json, next: Json, scope: Scope) -> Json {
+    let mut stored = match scope {
+        Scope::Status => {
+            let mut s = current.clone();
+            set_or_remove(&mut s, "status", next.get("status").cloned());
+            s
+        }
+        Scope::AllButStatus => {
+            let mut s = next;
+            set_or_remove(&mut s, "status", current.get("status").cloned());
+            s
+        }
+        Scope::Whole => next,
+    };
+    for field in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "generation",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+    ] {
+        let value = current["metadata"].get(field).cloned();
+        if let Some(meta) = stored["metadata"].as_object_mut() {
+            match value {
+                Some(v) => meta.insert(field.to_owned(), v),
+                None => meta.remove(field),
+            };
         }
     }
+    stored
+}
+
+fn set_or_remove(object: &mut Json, field: &str, value: Option<Json>) {
+    if let Some(m) = object.as_object_mut() {
+        match value {
+            Some(v) => m.insert(field.to_owned(), v),
+            None => m.remove(field),
+        };
+    }
+}
+
+/// The object as an apply merges into it: without the server's own metadata.
+fn without_server_fields(object: &Json) -> Json {
+    let mut o = object.clone();
+    if let Some(meta) = o["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    o
 }
 
 fn key(t: &Target, name: &str) -> Key {
@@ -704,6 +760,7 @@ fn key(t: &Target, name: &str) -> Key {
 
 #[cfg(test)]
 mod tests {
+    use super::patch::json_patch;
     use super::*;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
@@ -721,7 +778,8 @@ mod tests {
         let fake = FakeApi::new();
         let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
         let created = api.create(&PostParams::default(), &cm("a")).await?;
-        assert_eq!(created.metadata.generation, Some(1));
+        // ConfigMaps have no generation, whatever changes.
+        assert_eq!(created.metadata.generation, None);
         let again = api.create(&PostParams::default(), &cm("a")).await;
         assert!(matches!(again, Err(kube::Error::Api(e)) if e.code == 409));
         let patched = api
@@ -739,7 +797,11 @@ mod tests {
                 .map(String::as_str),
             Some("w")
         );
-        assert_eq!(patched.metadata.generation, Some(2));
+        assert_eq!(patched.metadata.generation, None);
+        assert_ne!(
+            patched.metadata.resource_version,
+            created.metadata.resource_version
+        );
         let listed = api.list(&ListParams::default().labels("app=x")).await?;
         assert_eq!(listed.items.len(), 1);
         assert!(

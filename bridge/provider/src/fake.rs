@@ -12,11 +12,15 @@
 //! optional `zone` that forces replacement, optional `tags`, an optional sensitive `password`, a computed `id`
 //! and a computed sensitive `token`.
 //! Its list resource (`ListResource`) lists every object, or those of one `zone`; its resource
-//! identity is `{id}` (an import by identity names the id).
+//! identity is `{id}` (an import by identity names the id). An import answers private data
+//! that the read after it consumes, as framework providers do.
 //! The data source of the same name looks an object up by `name` and answers its `description`,
 //! `zone`, `id` and sensitive `token`; it errors when none has that name.
 //! It plans as Terraform providers do (unknown computed values on create, `requires_replace`
-//! for `zone`), applies to the table, and reads a missing object as null state (gone).
+//! for `zone` when an update changes it), applies to the table, and reads a missing object as
+//! null state (gone). `tests/tests/contract_provider.rs` holds this resource type to the
+//! fixture provider's `fixture_thing`, which has its shape, over both protocols: the same
+//! calls, the same answers.
 //!
 //! Faults: error diagnostics on plan, apply or import ([`FakePlugin::plan_diagnostics`],
 //! [`FakePlugin::apply_diagnostics`], [`FakePlugin::import_diagnostics`]) and a crash mid-create ([`FakePlugin::crash_next_create`]:
@@ -41,6 +45,10 @@ use kraken_value::{AttrPath, Type, Value};
 
 /// The one resource type the fake serves.
 pub const TYPE: &str = "fake_thing";
+
+/// The private data an import answers with and the read after it consumes, as framework
+/// providers mark an imported state for the read that follows.
+const IMPORTED: &[u8] = b"fake:imported";
 
 #[derive(Debug, Default)]
 struct State {
@@ -352,9 +360,14 @@ impl Plugin for FakePlugin {
     async fn read_resource(&self, req: ReadRequest) -> Result<ReadResponse> {
         self.count("ReadResource");
         let found = id_of(&req.current_state).and_then(|id| self.lock().objects.get(&id).cloned());
+        let private = if req.private == IMPORTED {
+            Vec::new()
+        } else {
+            req.private
+        };
         Ok(ReadResponse {
             new_state: found.unwrap_or(Value::Null),
-            private: req.private,
+            private,
             diagnostics: Vec::new(),
         })
     }
@@ -389,7 +402,10 @@ impl Plugin for FakePlugin {
                 let prior = get(&req.prior_state, computed).cloned();
                 set(&mut planned, computed, prior.unwrap_or(Value::Null));
             }
-            resp.requires_replace.push(AttrPath::root().attr("zone"));
+            // As a framework provider's RequiresReplace: only when the value changes.
+            if get(&req.prior_state, "zone") != get(&planned, "zone") {
+                resp.requires_replace.push(AttrPath::root().attr("zone"));
+            }
         }
         resp.planned_state = planned;
         Ok(resp)
@@ -531,6 +547,21 @@ mod tests {
         let mut described = config("a", "z1");
         set(&mut described, "description", Value::string("d"));
         assert_eq!(plan(&p, &state, &described).await?.action, Action::Update);
+        // The provider itself names `zone` only when it changes, before any filtering.
+        let raw = p
+            .plan_resource_change(PlanRequest {
+                type_name: TYPE.into(),
+                prior_state: state.clone(),
+                proposed_new_state: described.clone(),
+                config: described.clone(),
+                prior_private: Vec::new(),
+            })
+            .await?;
+        assert!(
+            raw.requires_replace.is_empty(),
+            "{:?}",
+            raw.requires_replace
+        );
         let moved = plan(&p, &state, &config("a", "z2")).await?;
         assert_eq!(moved.action, Action::Replace);
         assert_eq!(moved.requires_replace, [AttrPath::root().attr("zone")]);
@@ -557,6 +588,10 @@ mod tests {
         assert_eq!(p.creates(), 1, "the crash came after the create");
         let found = lifecycle::import(p.as_ref(), TYPE, &crate::ImportBy::Id("a".into())).await?;
         assert_eq!(id_of(&found.new_state).as_deref(), Some("a"));
+        assert!(
+            found.private.is_empty(),
+            "the read consumed the import's mark"
+        );
         let missing = lifecycle::import(p.as_ref(), TYPE, &crate::ImportBy::Id("b".into())).await?;
         assert!(missing.new_state.is_null());
         p.plan_diagnostics(true);

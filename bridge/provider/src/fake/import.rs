@@ -71,7 +71,7 @@ impl FakePlugin {
             imported: vec![ImportedResource {
                 type_name: type_name.to_owned(),
                 state,
-                private: Vec::new(),
+                private: super::IMPORTED.to_vec(),
             }],
             diagnostics: Vec::new(),
         }

@@ -191,6 +191,16 @@ pub fn max_in_flight(calls: &[ApplyCall]) -> usize {
     usize::try_from(max).unwrap_or(0)
 }
 
+/// The calls of `op` (`create`, `update`, `delete`) the provider was running at `at` (unix
+/// nanoseconds): begun before it and not returned by then. For a kill of the operator at `at`,
+/// the calls whose answers it never read.
+pub fn in_flight_at<'c>(calls: &'c [ApplyCall], op: &str, at: u128) -> Vec<&'c ApplyCall> {
+    calls
+        .iter()
+        .filter(|c| c.op == op && c.begin < at && c.end.is_none_or(|end| end > at))
+        .collect()
+}
+
 /// The live objects as their JSON files hold them (Terraform attribute names: `id`,
 /// `name`, `size`, `secret_token`, ...), sorted by id.
 pub fn objects(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {

@@ -8,6 +8,7 @@
 
 pub mod aws_api;
 pub mod bench;
+pub mod chaos;
 mod control_plane;
 pub mod delay_proxy;
 pub mod image;
@@ -411,6 +412,20 @@ mod tests {
         assert_eq!(ledger::max_in_flight(&calls), 2);
         assert_eq!(ledger::max_in_flight(&calls[..1]), 1);
         assert_eq!(ledger::max_in_flight(&[]), 0);
+        let at = |t: u128| -> Vec<&str> {
+            ledger::in_flight_at(&calls, "create", t)
+                .iter()
+                .map(|c| c.call.as_str())
+                .collect()
+        };
+        assert_eq!(at(15), ["7.1", "7.2"]);
+        assert_eq!(at(20), ["7.2"], "7.1 returned at 20");
+        assert_eq!(at(10), Vec::<&str>::new(), "7.1 began at 10, not before");
+        assert_eq!(
+            ledger::in_flight_at(&calls, "update", 40).len(),
+            1,
+            "8.1 never ended"
+        );
         for bad in [
             "5 end create 1.1\n",
             "5 begin create 1.1\n6 begin create 1.1\n",

@@ -20,6 +20,9 @@ use aws_sdk_ec2::types::{Filter, InstanceType, ResourceType, Tag, TagSpecificati
 use crate::TestEnv;
 use crate::operator::free_port;
 
+mod recording;
+pub use recording::{Cursor, reads_only, recorded_action};
+
 /// The region every test uses (moto keys its state by the request's signing region).
 pub const REGION: &str = "us-east-1";
 /// An AMI moto knows in us-east-1 (Amazon Linux 2023, x86_64).
@@ -32,7 +35,7 @@ pub struct Moto {
     child: Child,
     pub port: u16,
     /// Where moto's recorder writes the requests it records ([`Moto::record`]).
-    recording: std::path::PathBuf,
+    pub(crate) recording: std::path::PathBuf,
 }
 
 impl Moto {
@@ -87,27 +90,7 @@ impl Moto {
         self.post("/moto-api/reset")
     }
 
-    /// From now on, moto records every request it serves (its recorder), for
-    /// [`Moto::recorded`].
-    pub fn record(&self) -> anyhow::Result<()> {
-        self.post("/moto-api/recorder/start-recording")
-    }
-
-    /// The requests recorded since [`Moto::record`], oldest first, as `(service, action)`
-    /// ([`recorded_action`]).
-    pub fn recorded(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let text = match std::fs::read_to_string(&self.recording) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e).context("reading moto's recording"),
-        };
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| recorded_action(&serde_json::from_str(l)?))
-            .collect()
-    }
-
-    fn post(&self, path: &str) -> anyhow::Result<()> {
+    pub(crate) fn post(&self, path: &str) -> anyhow::Result<()> {
         use std::io::{Read as _, Write as _};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
         write!(
@@ -124,67 +107,6 @@ impl Moto {
         }
         Ok(())
     }
-}
-
-/// One request moto's recorder wrote, as `(service, action)`: the service from the request's
-/// signature scope (`s3`, `ec2`, `iam`, `sqs`…), the action from its `X-Amz-Target` (JSON
-/// protocols), its `Action` form parameter (query protocols), or for REST (S3) the method and
-/// path.
-pub fn recorded_action(entry: &serde_json::Value) -> anyhow::Result<(String, String)> {
-    use base64::Engine as _;
-    let header = |name: &str| {
-        entry["headers"]
-            .as_object()
-            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)))
-            .and_then(|(_, v)| v.as_str())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    // Credential=AKID/20261127/us-east-1/iam/aws4_request
-    let service = header("Authorization")
-        .split("Credential=")
-        .nth(1)
-        .and_then(|c| c.split('/').nth(3))
-        .unwrap_or("unknown")
-        .to_owned();
-    let target = header("X-Amz-Target");
-    if let Some((_, action)) = target.rsplit_once('.') {
-        return Ok((service, action.to_owned()));
-    }
-    let body = match entry["body"].as_str().unwrap_or_default() {
-        b if entry["body_encoded"] == true => String::from_utf8_lossy(
-            &base64::engine::general_purpose::STANDARD
-                .decode(b)
-                .context("a recorded body is not base64")?,
-        )
-        .into_owned(),
-        b => b.to_owned(),
-    };
-    let url = entry["url"].as_str().unwrap_or_default();
-    let query = url.split_once('?').map(|(_, q)| q).unwrap_or_default();
-    let action = body
-        .split('&')
-        .chain(query.split('&'))
-        .find_map(|kv| kv.strip_prefix("Action="));
-    let method = entry["method"].as_str().unwrap_or_default();
-    Ok(match action {
-        Some(a) => (service, a.to_owned()),
-        None => {
-            let path = url
-                .split("://")
-                .nth(1)
-                .map_or(url, |rest| rest.find('/').map_or("/", |i| &rest[i..]));
-            (service, format!("{method} {path}"))
-        }
-    })
-}
-
-/// Whether a recorded `(service, action)` only reads: `Describe*`, `Get*`, `List*`, or a REST
-/// `GET`/`HEAD`.
-pub fn reads_only(action: &str) -> bool {
-    ["Describe", "Get", "List", "GET ", "HEAD "]
-        .iter()
-        .any(|p| action.starts_with(p))
 }
 
 /// CPU seconds (user + system) a process has used so far.

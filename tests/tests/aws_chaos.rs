@@ -1,17 +1,24 @@
 //! Crash recovery without a name, against the real hashicorp/aws provider and moto: 50 objects
 //! of types that take no name Kraken could import them by (`aws_vpc`, `aws_subnet`,
 //! `aws_security_group` and `aws_sqs_queue` with `name` unset, so the provider makes one up)
-//! are created while the operator is SIGKILLed at least 10 times. A kill inside a create window
-//! leaves the create fence open with no state; the restarted operator must find what that
-//! create made by the owner tag (`kraken.dev/owner-uid`) through the provider's `ListResource`
-//! (EC2 types: filtered by the tag in moto; SQS: listed whole and matched by Kraken), never
-//! make a second one. Afterwards moto holds exactly one object per resource, read through
-//! boto3.
+//! are created in ten batches while the operator is SIGKILLed once per batch, each kill a
+//! moment after moto served a create of the restarted operator's provider, and no more after
+//! the last batch. A kill inside a create window leaves the create fence open with no state;
+//! the restarted operator must find what that create made by the owner tag
+//! (`kraken.dev/owner-uid`) through the provider's `ListResource` (EC2 types: filtered by the
+//! tag in moto; SQS: listed whole and matched by Kraken), never make a second one. Afterwards
+//! moto holds exactly one object per resource, read through boto3, and the test shows its kills
+//! hit their target: enough of them interrupted a create (a create fence opened since the kill
+//! before, open while the operator was down), moto's recorder saw the owner-tag lookup of every
+//! EC2 object a kill interrupted (and a queue listing when a queue's create was), and objects so
+//! interrupted were `Recovered`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
+use kraken_tests::chaos::{Kills, kill_and_restart};
+use kraken_tests::moto::Cursor;
 use kraken_tests::operator::aws::*;
 use kraken_tests::operator::bed::is_reconciled;
 use kraken_tests::wait_for;
@@ -23,16 +30,19 @@ const RESOURCES: &[&str] = &[
     "aws_security_group",
     "aws_sqs_queue",
 ];
-const VPC: Kind = Kind("Vpc", false);
-const SUBNET: Kind = Kind("Subnet", false);
-const SG: Kind = Kind("SecurityGroup", false);
-const QUEUE: Kind = Kind("SqsQueue", false);
 const OWNER: &str = "kraken.dev/owner-uid";
 
 /// How many of each kind, 50 in all (besides the VPC the subnets and groups live in).
 const COUNTS: [(&Kind, usize); 4] = [(&VPC, 12), (&SUBNET, 13), (&SG, 13), (&QUEUE, 12)];
 const KILLS: usize = 10;
-
+/// Kills that must have interrupted a create. Each kill lands at most 0.3 s after moto served
+/// a create, with a fresh batch of five creates before the operator; an EC2 create is over
+/// (its state saved) a few hundred milliseconds after its request, an SQS one takes longer.
+const MIN_KILLS_IN_CREATE: usize = 5;
+/// How often the aimed kill looks for a create in moto's recording.
+const AIM_POLL: Duration = Duration::from_millis(20);
+/// Objects a kill interrupted that must have been found again (`Recovered`).
+const MIN_RECOVERED: usize = 3;
 fn name(kind: &Kind, i: usize) -> String {
     format!("{}-{i:02}", kind.0.to_ascii_lowercase())
 }
@@ -79,37 +89,10 @@ fn scenario(ab: &mut AwsBed) -> anyhow::Result<()> {
         .iter()
         .flat_map(|(kind, n)| (0..*n).map(|i| manifest(&ns, kind, i)))
         .collect();
+    // From here moto records every request it serves: the recovery's lookups among them.
+    ab.moto.record()?;
     let started = Instant::now();
-    ab.apply(&docs)?;
-
-    // SIGKILL of the operator (its AWS provider, SIGTERMed right after, exits at once:
-    // `kill_tree`) on a fixed, uneven schedule while the creates run: each kill lands that
-    // long after the restarted operator's AWS provider for the ProviderConfig came up (before
-    // it, nothing is being created). Short enough that ten kills land before the 50 are done:
-    // a restarted process takes its schema from the cache and creates at once, so a cycle of a
-    // few seconds finishes a dozen creates.
-    let schedule = [
-        0.8, 0.3, 1.2, 0.5, 1.5, 0.4, 1.0, 0.6, 1.4, 0.9, 0.2, 1.1, 0.7, 1.3,
-    ];
-    let mut kills = 0;
-    for wait in schedule {
-        wait_for_launch(ab, kills + 1)?;
-        std::thread::sleep(Duration::from_secs_f64(wait));
-        ab.bed.op.restart()?;
-        kills += 1;
-        let ready = count_ready(ab)?;
-        eprintln!(
-            "[aws-chaos] {:5.1}s: SIGKILL #{kills}, restarted; {ready}/50 Ready",
-            started.elapsed().as_secs_f64()
-        );
-        if kills >= KILLS || ready == 50 {
-            break;
-        }
-    }
-    ensure!(
-        kills >= KILLS,
-        "all 50 were Ready after {kills} kills: the kills did not overlap the creates"
-    );
+    let kills = kill_during_creates(ab, &docs, started)?;
     ab.bed.op.wait_ready(Duration::from_secs(60))?;
     wait_for(
         Duration::from_secs(600),
@@ -120,12 +103,94 @@ fn scenario(ab: &mut AwsBed) -> anyhow::Result<()> {
         },
     )?;
     eprintln!(
-        "[aws-chaos] converged {:.1}s after the first apply, {kills} kills",
-        started.elapsed().as_secs_f64()
+        "[aws-chaos] converged {:.1}s after the first apply, {} kills",
+        started.elapsed().as_secs_f64(),
+        kills.0.len()
     );
+    // Read before the checks below add requests of their own.
+    let lookups = Lookups::recorded(ab)?;
+    expect_one_object_each(ab, &ns, &base_id)?;
+    expect_kills_landed(ab, &kills, &lookups)
+}
 
-    // What moto holds: exactly one object per resource, each carrying its owner's uid.
-    let uids = uids(ab, &ns)?;
+/// SIGKILL of the operator (its AWS provider, SIGTERMed right after, exits at once:
+/// `kill_tree`) while the creates run. The 50 are applied in [`KILLS`] batches, one per cycle,
+/// so that every cycle has creates to interrupt however fast the others went; each kill is
+/// aimed: it lands that long (a fixed, uneven schedule) after moto served the first create
+/// request of the restarted operator's provider. No kill after the last batch's: the churn has
+/// ended.
+fn kill_during_creates(ab: &mut AwsBed, docs: &[Value], started: Instant) -> anyhow::Result<Kills> {
+    let schedule = [0.05, 0.2, 0.0, 0.15, 0.3, 0.1, 0.25, 0.05, 0.2, 0.1];
+    let resources: Vec<String> = COUNTS.iter().map(|(k, _)| k.resource()).collect();
+    let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
+    let mut cursor = Cursor::default();
+    let mut kills = Kills::default();
+    for (batch, wait) in docs.chunks(docs.len().div_ceil(KILLS)).zip(schedule) {
+        ab.apply(batch)?;
+        let create = wait_for_create(ab, &mut cursor)?;
+        std::thread::sleep(Duration::from_secs_f64(wait));
+        let kill = kill_and_restart(&mut ab.bed.op, &ab.bed.cp, &ab.bed.ns, &resources)?;
+        // What the killed process asked is behind us: the next create is the new one's.
+        ab.moto.recorded_since(&mut cursor)?;
+        kills.0.push(kill);
+        let n = kills.0.len();
+        eprintln!(
+            "[aws-chaos] {:5.1}s: SIGKILL #{n}, {wait}s after {create}: {} creates interrupted; \
+             restarted; {}/50 Ready",
+            started.elapsed().as_secs_f64(),
+            kills.interrupted(n - 1).len(),
+            count_ready(ab)?
+        );
+    }
+    ensure!(
+        kills.0.len() >= KILLS,
+        "{} kills, the test needs {KILLS}",
+        kills.0.len()
+    );
+    Ok(kills)
+}
+
+/// Waits until moto has served a create request (`Create*`) recorded after `cursor`; returns
+/// its action. Polled often: an EC2 create is over (state saved) in a few hundred
+/// milliseconds.
+fn wait_for_create(ab: &AwsBed, cursor: &mut Cursor) -> anyhow::Result<String> {
+    let deadline = Instant::now() + CONVERGE;
+    while Instant::now() < deadline {
+        let seen = ab.moto.recorded_since(cursor)?;
+        if let Some((_, action)) = seen.into_iter().find(|(_, a)| a.starts_with("Create")) {
+            return Ok(action);
+        }
+        std::thread::sleep(AIM_POLL);
+    }
+    bail!("moto served no create within {CONVERGE:?} of the operator's restart")
+}
+
+/// What moto's recorder saw of the recovery: the owner uids EC2 was asked to filter by (the
+/// provider's `ListResource` with the tag filter Kraken sets) and the SQS queue listings.
+struct Lookups {
+    by_owner_tag: BTreeSet<String>,
+    queue_listings: usize,
+}
+
+impl Lookups {
+    fn recorded(ab: &AwsBed) -> anyhow::Result<Self> {
+        let tagged = ab.moto.recorded_filter_values(&format!("tag:{OWNER}"))?;
+        let queue_listings = ab
+            .moto
+            .recorded()?
+            .iter()
+            .filter(|(service, action)| service == "sqs" && action == "ListQueues")
+            .count();
+        Ok(Self {
+            by_owner_tag: tagged.into_iter().map(|(_, uid)| uid).collect(),
+            queue_listings,
+        })
+    }
+}
+
+/// What moto holds: exactly one object per resource, each carrying its owner's uid.
+fn expect_one_object_each(ab: &AwsBed, ns: &str, base_id: &str) -> anyhow::Result<()> {
+    let uids = uids(ab, ns)?;
     let vpcs = ab.api.call(
         "ec2",
         "describe_vpcs",
@@ -169,34 +234,53 @@ fn scenario(ab: &mut AwsBed) -> anyhow::Result<()> {
             .call("sqs", "list_queue_tags", &json!({"QueueUrl": url}))?;
         queue_owners.push(tags["Tags"][OWNER].as_str().map(str::to_owned));
     }
-    one_each(&uids, &QUEUE, 12, queue_owners.into_iter())?;
-
-    let recovered = count_events(ab, "Recovered")?;
-    eprintln!("[aws-chaos] {recovered} objects recovered by the create fence");
-    Ok(())
+    one_each(&uids, &QUEUE, 12, queue_owners.into_iter())
 }
 
-/// Waits until the operator has launched the ProviderConfig's AWS provider `n` times in all.
-fn wait_for_launch(ab: &AwsBed, n: usize) -> anyhow::Result<()> {
-    let marker = format!("({}/aws@", ab.ns());
-    wait_for(
-        Duration::from_secs(120),
-        "the AWS provider launched",
-        || {
-            let launches = ab
-                .bed
-                .op
-                .logs()?
-                .lines()
-                .filter(|l| l.contains("launched pooled provider") && l.contains(&marker))
-                .count();
-            if launches >= n {
-                Ok(Some(()))
-            } else {
-                bail!("{launches} launches")
-            }
-        },
-    )
+/// The kills hit creates (the create fence), the recovery looked for what each interrupted
+/// create made by its owner tag (moto's recorder), and found some (`Recovered`).
+fn expect_kills_landed(ab: &AwsBed, kills: &Kills, lookups: &Lookups) -> anyhow::Result<()> {
+    let fenced = kills.fenced();
+    let queue = QUEUE.resource();
+    let unlooked: Vec<&str> = fenced
+        .iter()
+        .filter(|f| f.resource != queue && !lookups.by_owner_tag.contains(&f.uid))
+        .map(|f| f.name.as_str())
+        .collect();
+    let queues_fenced = fenced.iter().filter(|f| f.resource == queue).count();
+    let recovered = recovered_objects(ab)?;
+    let names: BTreeSet<&str> = fenced.iter().map(|f| f.name.as_str()).collect();
+    let found = recovered
+        .iter()
+        .filter(|n| names.contains(n.as_str()))
+        .count();
+    eprintln!(
+        "[aws-chaos] {} kills, {} interrupted a create; {} objects interrupted ({queues_fenced} \
+         queues); moto saw {} owner-tag lookups and {} queue listings; {} Recovered, {found} of \
+         them interrupted by a kill:\n  {}",
+        kills.0.len(),
+        kills.in_creates(),
+        fenced.len(),
+        lookups.by_owner_tag.len(),
+        lookups.queue_listings,
+        recovered.len(),
+        kills.story()
+    );
+    kills.expect_in_creates(MIN_KILLS_IN_CREATE)?;
+    ensure!(
+        unlooked.is_empty(),
+        "moto never saw an owner-tag lookup of {unlooked:?}, whose creates a kill interrupted"
+    );
+    ensure!(
+        queues_fenced == 0 || lookups.queue_listings > 0,
+        "{queues_fenced} queue creates were interrupted, and moto never saw a ListQueues"
+    );
+    ensure!(
+        found >= MIN_RECOVERED,
+        "only {found} objects a kill interrupted were Recovered, the test needs {MIN_RECOVERED}: \
+         Recovered {recovered:?}"
+    );
+    Ok(())
 }
 
 /// How many of the 50 are Ready at their generation.
@@ -263,7 +347,12 @@ fn one_each(
     Ok(())
 }
 
-fn count_events(ab: &AwsBed, reason: &str) -> anyhow::Result<usize> {
+/// The objects with a `Recovered` Event.
+fn recovered_objects(ab: &AwsBed) -> anyhow::Result<BTreeSet<String>> {
     let events = ab.bed.cp.list_json(ab.ns(), "events")?;
-    Ok(events.iter().filter(|e| e["reason"] == reason).count())
+    Ok(events
+        .iter()
+        .filter(|e| e["reason"] == "Recovered")
+        .filter_map(|e| e["involvedObject"]["name"].as_str().map(str::to_owned))
+        .collect())
 }

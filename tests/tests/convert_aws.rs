@@ -78,100 +78,103 @@ const OBJECTS: [(&str, bool, &str, &str); 12] = [
     ),
 ];
 
-fn configuration(endpoint: &str, version: &str) -> String {
-    let header =
-        kraken_tests::bench::aws_terraform_header(endpoint, version, &["ec2", "s3", "iam", "sqs"]);
-    format!(
-        r#"{header}
-variable "name" {{
+/// The configuration Terraform applies, after its header: a VPC, two subnets, a security
+/// group, an instance, bucket versioning, an IAM role and policy from policy documents, an SQS
+/// queue, variables and locals. `__AMI__` and `__BUCKET__` stand for [`AMI`] and [`BUCKET`].
+const MODULE: &str = r#"variable "name" {
   type    = string
   default = "adopt"
-}}
-variable "subnets" {{
+}
+variable "subnets" {
   type    = number
   default = 2
-}}
-variable "retention" {{
+}
+variable "retention" {
   type    = number
   default = 86400
-}}
-locals {{
+}
+locals {
   cidr = "10.20.0.0/16"
-  tags = {{ app = var.name }}
-}}
-data "aws_ami" "base" {{
+  tags = { app = var.name }
+}
+data "aws_ami" "base" {
   most_recent = true
-  filter {{
+  filter {
     name   = "image-id"
-    values = ["{AMI}"]
-  }}
-}}
-resource "aws_vpc" "main" {{
+    values = ["__AMI__"]
+  }
+}
+resource "aws_vpc" "main" {
   cidr_block = local.cidr
   tags       = local.tags
-}}
-resource "aws_subnet" "app" {{
+}
+resource "aws_subnet" "app" {
   count      = var.subnets
   vpc_id     = aws_vpc.main.id
   cidr_block = cidrsubnet(local.cidr, 8, count.index)
-  tags       = merge(local.tags, {{ Name = "${{var.name}}-${{count.index}}" }})
-}}
-resource "aws_security_group" "web" {{
-  name   = "${{var.name}}-web"
+  tags       = merge(local.tags, { Name = "${var.name}-${count.index}" })
+}
+resource "aws_security_group" "web" {
+  name   = "${var.name}-web"
   vpc_id = aws_vpc.main.id
-  ingress {{
+  ingress {
     from_port   = 443
     to_port     = 443
     protocol    = "tcp"
     cidr_blocks = [local.cidr]
-  }}
+  }
   tags = local.tags
-}}
-resource "aws_instance" "web" {{
+}
+resource "aws_instance" "web" {
   ami                    = data.aws_ami.base.id
   instance_type          = "t3.micro"
   subnet_id              = aws_subnet.app[0].id
   vpc_security_group_ids = [aws_security_group.web.id]
   tags                   = local.tags
-}}
-resource "aws_s3_bucket_versioning" "logs" {{
-  bucket = "{BUCKET}"
-  versioning_configuration {{
+}
+resource "aws_s3_bucket_versioning" "logs" {
+  bucket = "__BUCKET__"
+  versioning_configuration {
     status = "Enabled"
-  }}
-}}
-data "aws_iam_policy_document" "assume" {{
-  statement {{
+  }
+}
+data "aws_iam_policy_document" "assume" {
+  statement {
     actions = ["sts:AssumeRole"]
-    principals {{
+    principals {
       type        = "Service"
       identifiers = ["ec2.amazonaws.com"]
-    }}
-  }}
-}}
-data "aws_iam_policy_document" "read" {{
-  statement {{
+    }
+  }
+}
+data "aws_iam_policy_document" "read" {
+  statement {
     actions   = ["sqs:ReceiveMessage"]
     resources = [aws_sqs_queue.jobs.arn]
-  }}
-}}
-resource "aws_iam_role" "app" {{
-  name               = "${{var.name}}-app"
+  }
+}
+resource "aws_iam_role" "app" {
+  name               = "${var.name}-app"
   assume_role_policy = data.aws_iam_policy_document.assume.json
   tags               = local.tags
-}}
-resource "aws_iam_role_policy" "app" {{
+}
+resource "aws_iam_role_policy" "app" {
   name   = "read-jobs"
   role   = aws_iam_role.app.id
   policy = data.aws_iam_policy_document.read.json
-}}
-resource "aws_sqs_queue" "jobs" {{
-  name                      = "${{var.name}}-jobs"
+}
+resource "aws_sqs_queue" "jobs" {
+  name                      = "${var.name}-jobs"
   message_retention_seconds = var.retention
   tags                      = local.tags
-}}
-"#
-    )
+}
+"#;
+
+fn configuration(endpoint: &str, version: &str) -> String {
+    let header =
+        kraken_tests::bench::aws_terraform_header(endpoint, version, &["ec2", "s3", "iam", "sqs"]);
+    let module = MODULE.replace("__AMI__", AMI).replace("__BUCKET__", BUCKET);
+    format!("{header}\n{module}")
 }
 
 /// Terraform's attributes of the instance at `address` in `terraform.tfstate`.
@@ -222,7 +225,7 @@ fn convert(tf: &Path, ns: &str, out: &Path) -> anyhow::Result<String> {
 
 /// The converted manifests of resources and data sources (not the providers, which the bed
 /// configures for moto, nor the README).
-fn manifests(out: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+fn manifests(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files: Vec<_> = std::fs::read_dir(out)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
@@ -284,26 +287,47 @@ fn an_aws_state_is_adopted_with_zero_changes() -> anyhow::Result<()> {
 }
 
 fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
-    let ns = ab.ns().to_owned();
-    ab.api
-        .call("s3", "create_bucket", &json!({"Bucket": BUCKET}))?;
     let work = scratch_dir("kraken-adopt-aws-")?;
     let tf = work.path().join("tf");
-    std::fs::create_dir_all(&tf)?;
+    let state = apply_with_terraform(ab, &tf)?;
+    let out = work.path().join("out");
+    let (files, by_identity) = convert_and_seed(ab, &tf, &out)?;
+    expect_a_zero_change_plan(ab, &work.path().join("planned"), &files)?;
+    for file in &files {
+        ab.bed.apply(&std::fs::read_to_string(file)?)?;
+    }
+    let before = expect_adopted_by_reading(ab, &state, &by_identity)?;
+    expect_a_change_is_one_write(ab, &state, before)
+}
+
+/// Terraform applies the configuration in `tf` against moto; returns its state.
+fn apply_with_terraform(ab: &AwsBed, tf: &Path) -> anyhow::Result<Value> {
+    ab.api
+        .call("s3", "create_bucket", &json!({"Bucket": BUCKET}))?;
+    std::fs::create_dir_all(tf)?;
     let (_, version) = aws_provider()?;
     std::fs::write(
         tf.join("main.tf"),
         configuration(&ab.moto.endpoint(), &version),
     )?;
-    terraform(&tf, &["init", "-input=false", "-no-color"])?;
-    terraform(
-        &tf,
-        &["apply", "-auto-approve", "-input=false", "-no-color"],
-    )?;
-    let state: Value = serde_json::from_slice(&std::fs::read(tf.join("terraform.tfstate"))?)?;
+    terraform(tf, &["init", "-input=false", "-no-color"])?;
+    terraform(tf, &["apply", "-auto-approve", "-input=false", "-no-color"])?;
+    Ok(serde_json::from_slice(&std::fs::read(
+        tf.join("terraform.tfstate"),
+    )?)?)
+}
 
-    let out = work.path().join("out");
-    let stdout = convert(&tf, &ns, &out)?;
+/// `kraken convert --state` into `out`, the bed's ProviderConfig set as the configuration's
+/// provider block says, moto recording from here on, and the states Terraform left seeded
+/// (those of resources adopted by identity taken out again). Returns the manifests and the
+/// addresses adopted by resource identity.
+fn convert_and_seed(
+    ab: &AwsBed,
+    tf: &Path,
+    out: &Path,
+) -> anyhow::Result<(Vec<PathBuf>, BTreeSet<String>)> {
+    let ns = ab.ns().to_owned();
+    let stdout = convert(tf, &ns, out)?;
     eprintln!("{stdout}");
     ensure!(
         stdout.contains("9 objects import"),
@@ -327,23 +351,26 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
     // importing (hashicorp/aws cannot import an SQS queue by a moto URL, below).
     ab.bed
         .apply(&std::fs::read_to_string(out.join("terraform-state.yaml"))?)?;
-    let files = manifests(&out)?;
+    let files = manifests(out)?;
     let by_identity = unseed_identities(ab, &files)?;
     eprintln!("adopted by resource identity: {by_identity:?}");
     ensure!(
         by_identity.contains("aws_vpc.main"),
         "hashicorp/aws declares an identity for aws_vpc: its manifest adopts by it ({by_identity:?})"
     );
-    // Before the hand-over, `kraken plan` reads the data sources and imports and plans every
-    // resource through the real provider, each against the others' real values: nothing to do.
-    let planned = work.path().join("planned");
-    std::fs::create_dir_all(&planned)?;
-    for file in &files {
+    Ok((files, by_identity))
+}
+
+/// Before the hand-over, `kraken plan` reads the data sources and imports and plans every
+/// resource through the real provider, each against the others' real values: nothing to do.
+fn expect_a_zero_change_plan(ab: &AwsBed, planned: &Path, files: &[PathBuf]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(planned)?;
+    for file in files {
         if let Some(name) = file.file_name() {
             std::fs::copy(file, planned.join(name))?;
         }
     }
-    let (run, _) = kraken_tests::bench::kraken_plan(&kraken_bin()?, &ab.bed.cp, &planned)?;
+    let (run, _) = kraken_tests::bench::kraken_plan(&kraken_bin()?, &ab.bed.cp, planned)?;
     let plan_out = format!(
         "{}{}",
         String::from_utf8_lossy(&run.stdout),
@@ -355,13 +382,20 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
         "a zero-change plan: exit {:?}\n{plan_out}",
         run.status.code()
     );
-    for file in &files {
-        ab.bed.apply(&std::fs::read_to_string(file)?)?;
-    }
+    Ok(())
+}
+
+/// Every object reconciles with Terraform's attributes, those adopted by identity say so, and
+/// moto saw no write. Returns how many requests moto recorded.
+fn expect_adopted_by_reading(
+    ab: &AwsBed,
+    state: &Value,
+    by_identity: &BTreeSet<String>,
+) -> anyhow::Result<usize> {
     for (kind, data, name, address) in OBJECTS {
         let obj = ab.wait_reconciled(&Kind(kind, data), name)?;
         let attrs =
-            state_attributes(&state, address).with_context(|| format!("{address} in the state"))?;
+            state_attributes(state, address).with_context(|| format!("{address} in the state"))?;
         let at = &obj["status"]["atProvider"];
         for (tf_key, kube_key) in [("id", "id"), ("arn", "arn"), ("cidr_block", "cidrBlock")] {
             if attrs[tf_key].is_null() {
@@ -392,16 +426,19 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
         recorded.len()
     );
     eprintln!("adopting made {} requests, none a write", recorded.len());
+    Ok(recorded.len())
+}
 
-    // A change of a variable-derived value in a manifest reaches moto like any change.
-    let before = recorded.len();
+/// A change of a variable-derived value in a manifest reaches moto like any change: one
+/// write among the requests after the first `before`.
+fn expect_a_change_is_one_write(ab: &AwsBed, state: &Value, before: usize) -> anyhow::Result<()> {
     let vpc = Kind("Vpc", false);
     ab.patch(
         &vpc,
         "main",
         json!({"forProvider": {"tags": {"app": "moved"}}}),
     )?;
-    let vpc_id = state_attributes(&state, "aws_vpc.main")
+    let vpc_id = state_attributes(state, "aws_vpc.main")
         .and_then(|a| a["id"].as_str().map(str::to_owned))
         .context("the VPC's id")?;
     ab.wait_aws(

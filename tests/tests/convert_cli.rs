@@ -105,16 +105,28 @@ fn a_terraform_module_converts_into_manifests_that_reconcile() -> anyhow::Result
 }
 
 fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
-    let ns = bed.ns.clone();
     let work = scratch_dir("kraken-convert-")?;
-    let tf = work.path().join("tf");
+    let out = work.path().join("out");
+    convert_twice_to_the_same_bytes(bed, work.path(), &out)?;
+    let seed_id = apply_and_reconcile(bed, &out)?;
+    expect_outputs_published(bed, &out, &seed_id)
+}
+
+/// The module converts into the expected files, without a sensitive value, and a second
+/// conversion of the same input writes the same bytes to `out`.
+fn convert_twice_to_the_same_bytes(
+    bed: &FixtureBed,
+    work: &std::path::Path,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let ns = bed.ns.clone();
+    let tf = work.join("tf");
     std::fs::create_dir_all(&tf)?;
     std::fs::write(tf.join("main.tf"), module(bed.ledger_dir()))?;
-    let out = work.path().join("out");
     let out_s = out.to_string_lossy().into_owned();
     let (code, stdout, stderr) = convert(&tf, &["--namespace", &ns, "--out", &out_s])?;
     ensure!(code == Some(0), "convert failed: {stdout}\n{stderr}");
-    let first = read_dir_sorted(&out)?;
+    let first = read_dir_sorted(out)?;
     let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
     ensure!(
         names
@@ -141,10 +153,16 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     let (code, _, stderr) = convert(&tf, &["--namespace", &ns, "--out", &out_s])?;
     ensure!(code == Some(0), "second convert failed: {stderr}");
     ensure!(
-        read_dir_sorted(&out)? == first,
+        read_dir_sorted(out)? == first,
         "a second conversion wrote different bytes"
     );
+    Ok(())
+}
 
+/// The manifests in `out` applied: every object reconciles, with the values the module
+/// computed. Returns the seed's id.
+fn apply_and_reconcile(bed: &FixtureBed, out: &std::path::Path) -> anyhow::Result<String> {
+    let ns = bed.ns.clone();
     // The bed's ProviderConfig `fixture` (by source, as the bed's tests use) stands in for
     // providers.yaml's, which installs the Provider from a registry the bed does not have.
     bed.apply_provider_config("fixture", serde_json::json!({}))?;
@@ -180,8 +198,16 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     );
     let zone_b = named(&format!("b-{seed_id}")).context("by_zone[b] named after the seed")?;
     ensure!(zone_b["size"] == 20, "by_zone[b]: {zone_b}");
+    Ok(seed_id)
+}
 
-    // Outputs keep being published: a ConfigMap of the plain ones, a Secret of the sensitive.
+/// Outputs keep being published: a ConfigMap of the plain ones, a Secret of the sensitive.
+fn expect_outputs_published(
+    bed: &FixtureBed,
+    out: &std::path::Path,
+    seed_id: &str,
+) -> anyhow::Result<()> {
+    let ns = bed.ns.clone();
     bed.apply(&std::fs::read_to_string(out.join("outputs.yaml"))?)?;
     let data = kraken_tests::wait_for(CONVERGE, "the outputs ConfigMap", || {
         let got = bed.cp.kubectl(&[
@@ -201,7 +227,7 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
             Err(e) => Err(e),
         }
     })?;
-    ensure!(data["seed_id"] == seed_id.as_str(), "outputs: {data}");
+    ensure!(data["seed_id"] == seed_id, "outputs: {data}");
     ensure!(data["first_web"] == "dev-app-web-0/dev", "outputs: {data}");
     ensure!(
         serde_json::from_str::<serde_json::Value>(data["zones"].as_str().unwrap_or("null"))?

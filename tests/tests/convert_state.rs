@@ -203,31 +203,46 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     );
     let objects = out.join("resource-fixture-object.yaml");
     bed.apply_provider_config("fixture", serde_json::json!({}))?;
+    expect_plans_before_the_hand_over(bed, (&tf, &state), work.path(), &objects)?;
 
-    // Before the hand-over, `kraken plan` imports each object through the real provider and
-    // plans it: nothing to do. A configuration that no longer matches the state shows its diff.
-    let (code, plan_out) = plan(bed, &objects)?;
+    bed.apply(&std::fs::read_to_string(&objects)?)?;
+    let tf_state = state_attributes(&state)?;
+    expect_adopted_as_terraform_left_them(bed, &tf_state, &made)?;
+    expect_a_change_after_the_hand_over(bed, &tf_state, &made)
+}
+
+/// Before the hand-over, `kraken plan` imports each object through the real provider and
+/// plans it: nothing to do. A configuration that no longer matches the state shows its diff.
+fn expect_plans_before_the_hand_over(
+    bed: &FixtureBed,
+    (tf, state): (&Path, &Path),
+    work: &Path,
+    objects: &Path,
+) -> anyhow::Result<()> {
+    let ns = bed.ns.clone();
+    let (code, plan_out) = plan(bed, objects)?;
     ensure!(
         code == Some(0),
         "zero-change plan: exit {code:?}\n{plan_out}"
     );
-    let drifted = work.path().join("drifted");
-    convert(
-        &tf,
-        &state,
-        &ns,
-        &drifted,
-        &["--var", "zones={a = 1, b = 3}"],
-    )?;
+    let drifted = work.join("drifted");
+    convert(tf, state, &ns, &drifted, &["--var", "zones={a = 1, b = 3}"])?;
     let (code, plan_out) = plan(bed, &drifted.join("resource-fixture-object.yaml"))?;
     ensure!(
         code == Some(2) && plan_out.contains("by-zone-b") && plan_out.contains("30"),
         "a changed variable shows in the plan: exit {code:?}\n{plan_out}"
     );
     eprintln!("{plan_out}");
+    Ok(())
+}
 
-    bed.apply(&std::fs::read_to_string(&objects)?)?;
-    let tf_state = state_attributes(&state)?;
+/// Every object reconciles with Terraform's attributes, and adopting changed nothing in the
+/// cloud (the ledger still holds only the `made` creates).
+fn expect_adopted_as_terraform_left_them(
+    bed: &FixtureBed,
+    tf_state: &[(String, serde_json::Value)],
+    made: &[(String, String)],
+) -> anyhow::Result<()> {
     for (name, address) in OBJECTS_BY_ADDRESS {
         let obj = bed.wait_reconciled(name, CONVERGE)?;
         let attrs = &tf_state
@@ -251,8 +266,16 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         "adopting changed the cloud: {:?}",
         &after[made.len().min(after.len())..]
     );
+    Ok(())
+}
 
-    // A change in a manifest after the hand-over reaches the object like any other.
+/// A change in a manifest after the hand-over reaches the object like any other: one update.
+fn expect_a_change_after_the_hand_over(
+    bed: &FixtureBed,
+    tf_state: &[(String, serde_json::Value)],
+    made: &[(String, String)],
+) -> anyhow::Result<()> {
+    let ns = bed.ns.clone();
     let zone_a = tf_state
         .iter()
         .find(|(a, _)| a == "fixture_object.by_zone[\"a\"]")

@@ -60,8 +60,24 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
     let random = repo_root().join("generated-crds/random");
     cp.install_crds(&random, "tf.kraken.dev/provider=random")?;
     cp.kubectl(&["create", "namespace", NAMESPACE])?;
+    expect_admitted_with_defaults(&cp)?;
+    expect_bad_ones_refused(&cp)?;
+    expect_explained(&cp)?;
 
-    // A valid ProviderConfig is admitted, and the API server applies the schema's defaults.
+    // The kraken category spans core and provider kinds.
+    cp.kubectl(&["get", "kraken", "-A"])?;
+    let resources = cp.kubectl(&["api-resources", "--categories=kraken", "-o", "name"])?;
+    ensure!(
+        resources.contains("providerconfigs.core.kraken.dev")
+            && resources.contains("pets.random.tf.kraken.dev"),
+        "category kraken must list core and provider kinds:\n{resources}"
+    );
+    Ok(())
+}
+
+/// A valid ProviderConfig is admitted, and the API server applies the schema's defaults; the
+/// short source form is a source address too, and the Rust type reads what was stored.
+fn expect_admitted_with_defaults(cp: &ControlPlane) -> anyhow::Result<()> {
     let valid = provider_config(
         "default",
         json!({
@@ -72,7 +88,7 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
                             "secretKeyRef": {"name": "creds", "key": "access-key"}}],
         }),
     );
-    let stored = match dry_run(&cp, &valid)? {
+    let stored = match dry_run(cp, &valid)? {
         Ok(obj) => obj,
         Err(msg) => bail!("a valid ProviderConfig was refused: {msg}"),
     };
@@ -92,65 +108,66 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
 
     // The short source form is a source address too; the Rust type reads what was stored.
     let short = provider_config("short", json!({"source": "hashicorp/random", "tls": false}));
-    let stored = match dry_run(&cp, &short)? {
+    let stored = match dry_run(cp, &short)? {
         Ok(obj) => obj,
         Err(msg) => bail!("source hashicorp/random was refused: {msg}"),
     };
     let typed: kraken_bridge::core_kinds::ProviderConfig =
         serde_json::from_value(stored).context("the stored object must parse as ProviderConfig")?;
     ensure!(!typed.spec.tls && typed.spec.max_concurrency == 10);
+    Ok(())
+}
 
-    // Bad objects are refused at admission, naming the field.
+/// Bad objects are refused at admission, naming the field.
+fn expect_bad_ones_refused(cp: &ControlPlane) -> anyhow::Result<()> {
     refused(
-        &cp,
+        cp,
         "no-source",
         json!({"version": "1.0.0"}),
         "set exactly one of providerRef",
     )?;
     refused(
-        &cp,
+        cp,
         "both-sources",
         json!({"source": "hashicorp/random", "providerRef": {"name": "random"}}),
         "set exactly one of providerRef",
     )?;
     // The providerRef form is admitted.
     let by_ref = provider_config("by-ref", json!({"providerRef": {"name": "random"}}));
-    if let Err(msg) = dry_run(&cp, &by_ref)? {
+    if let Err(msg) = dry_run(cp, &by_ref)? {
         bail!("a ProviderConfig with providerRef was refused: {msg}");
     }
+    refused(cp, "bad-source", json!({"source": "random"}), "spec.source")?;
     refused(
-        &cp,
-        "bad-source",
-        json!({"source": "random"}),
-        "spec.source",
-    )?;
-    refused(
-        &cp,
+        cp,
         "bad-source-2",
         json!({"source": "a/b/c/d"}),
         "spec.source",
     )?;
     refused(
-        &cp,
+        cp,
         "zero-concurrency",
         json!({"source": "hashicorp/random", "maxConcurrency": 0}),
         "spec.maxConcurrency",
     )?;
     refused(
-        &cp,
+        cp,
         "no-secret-ref",
         json!({"source": "hashicorp/random", "configFrom": [{"path": "token"}]}),
         "secretKeyRef",
     )?;
     let entry = json!({"path": "token", "secretKeyRef": {"name": "s", "key": "k"}});
     refused(
-        &cp,
+        cp,
         "duplicate-path",
         json!({"source": "hashicorp/random", "configFrom": [entry, entry]}),
         "spec.configFrom",
-    )?;
+    )
+}
 
-    // `kubectl explain` shows the doc comments.
+/// `kubectl explain` shows the doc comments; the Provider kind is cluster-scoped, documented,
+/// its source required.
+fn expect_explained(cp: &ControlPlane) -> anyhow::Result<()> {
     let explain = cp.kubectl(&["explain", "providerconfigs.spec.configFrom"])?;
     ensure!(
         explain.contains("Provider arguments taken from Secrets"),
@@ -178,15 +195,6 @@ fn core_crds_install_default_validate_and_explain() -> anyhow::Result<()> {
         !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("spec.source"),
         "a Provider without source must be refused naming spec.source: {}",
         String::from_utf8_lossy(&out.stderr)
-    );
-
-    // The kraken category spans core and provider kinds.
-    cp.kubectl(&["get", "kraken", "-A"])?;
-    let resources = cp.kubectl(&["api-resources", "--categories=kraken", "-o", "name"])?;
-    ensure!(
-        resources.contains("providerconfigs.core.kraken.dev")
-            && resources.contains("pets.random.tf.kraken.dev"),
-        "category kraken must list core and provider kinds:\n{resources}"
     );
     Ok(())
 }

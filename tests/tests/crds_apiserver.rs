@@ -57,7 +57,26 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
     let cp = ControlPlane::start("crds")?;
     install(&cp)?;
     cp.kubectl(&["create", "namespace", "team-a"])?;
+    every_kind_admits_a_sample(&cp)?;
+    required_arguments(&cp)?;
+    values_given_twice(&cp)?;
+    source_namespaces_kept(&cp)?;
+    wrong_types_refused(&cp)?;
+    secrets_never_literal(&cp)?;
+    explain_shows_descriptions(&cp)?;
 
+    // The category lists every managed kind.
+    let out = cp.kubectl_output(&["get", "kraken", "-A"])?;
+    ensure!(
+        out.status.success(),
+        "kubectl get kraken failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Every kind: Established, and a sample object with its required arguments passes dry-run.
+fn every_kind_admits_a_sample(cp: &ControlPlane) -> anyhow::Result<()> {
     // Every kind: Established, and a sample object with its required arguments passes dry-run.
     let mut kinds = 0;
     for p in PROVIDERS {
@@ -67,18 +86,23 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
         for crd in &generated.crds {
             let rs = schema.resource(&crd.type_name).context("resource schema")?;
             let obj = sample_object(crd, rs, "sample", "team-a");
-            if let Err(msg) = dry_run(&cp, &obj)? {
+            if let Err(msg) = dry_run(cp, &obj)? {
                 bail!("{} sample refused: {msg}\n{obj:#}", crd.type_name);
             }
             kinds += 1;
         }
     }
     eprintln!("{kinds} kinds admitted a sample object");
+    Ok(())
+}
 
+/// A missing required argument is refused at admission, naming the field, unless it comes from
+/// valuesFrom.
+fn required_arguments(cp: &ControlPlane) -> anyhow::Result<()> {
     // A missing required argument is refused at admission, naming the field.
     let id = json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Id",
         "metadata": {"name": "no-length", "namespace": "team-a"}, "spec": {"forProvider": {}}});
-    let msg = dry_run(&cp, &id)?
+    let msg = dry_run(cp, &id)?
         .err()
         .context("an Id without byteLength must be refused")?;
     ensure!(
@@ -90,10 +114,15 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
     let via_ref = json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Id",
         "metadata": {"name": "ref-length", "namespace": "team-a"},
         "spec": {"forProvider": {}, "valuesFrom": [{"path": "byteLength", "configMapKeyRef": {"name": "sizes", "key": "id"}}]}});
-    if let Err(msg) = dry_run(&cp, &via_ref)? {
+    if let Err(msg) = dry_run(cp, &via_ref)? {
         bail!("a required argument given through valuesFrom must be admitted: {msg}");
     }
+    Ok(())
+}
 
+/// A value given both literally and through valuesFrom is refused; arguments not set literally
+/// may still come from valuesFrom.
+fn values_given_twice(cp: &ControlPlane) -> anyhow::Result<()> {
     // A value given both literally and through valuesFrom is refused: a scalar by its path,
     // a map or list also by a path below it, a sensitive argument xSecretRef by its name x.
     let twice = [
@@ -111,7 +140,7 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
             "metadata": {"name": "twice", "namespace": "team-a"},
             "spec": {"forProvider": for_provider,
                      "valuesFrom": [{"path": path, "configMapKeyRef": {"name": "sizes", "key": "id"}}]}});
-        let msg = dry_run(&cp, &obj)?
+        let msg = dry_run(cp, &obj)?
             .err()
             .with_context(|| format!("{kind}: {path} set twice must be refused"))?;
         ensure!(
@@ -125,10 +154,14 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
         "spec": {"forProvider": {"name": "x", "size": 1, "tags": {"a": "b"}},
                  "valuesFrom": [{"path": "description", "template": "d"},
                                 {"path": "labels.0", "template": "l"}]}});
-    if let Err(msg) = dry_run(&cp, &apart)? {
+    if let Err(msg) = dry_run(cp, &apart)? {
         bail!("valuesFrom for arguments not set literally must be admitted: {msg}");
     }
+    Ok(())
+}
 
+/// A source's namespace is kept (the runtime refuses other namespaces with a condition).
+fn source_namespaces_kept(cp: &ControlPlane) -> anyhow::Result<()> {
     // A source's namespace is kept (the runtime refuses other namespaces with a condition).
     let sources = [
         "configMapKeyRef",
@@ -176,11 +209,15 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
         namespaces == ["team-a", "team-b", "team-a", "team-c"],
         "namespace must survive pruning: {stored:#}"
     );
+    Ok(())
+}
 
+/// A wrong type is refused, naming the field, also inside a nested object.
+fn wrong_types_refused(cp: &ControlPlane) -> anyhow::Result<()> {
     // A wrong type is refused, naming the field.
     let pet = json!({"apiVersion": "random.tf.kraken.dev/v1alpha1", "kind": "Pet",
         "metadata": {"name": "bad-length", "namespace": "team-a"}, "spec": {"forProvider": {"length": "three"}}});
-    let msg = dry_run(&cp, &pet)?
+    let msg = dry_run(cp, &pet)?
         .err()
         .context("a string length must be refused")?;
     ensure!(
@@ -192,17 +229,21 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
     let obj = json!({"apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object",
         "metadata": {"name": "no-port", "namespace": "team-a"},
         "spec": {"forProvider": {"name": "x", "rules": [{"protocol": "tcp"}]}}});
-    let msg = dry_run(&cp, &obj)?
+    let msg = dry_run(cp, &obj)?
         .err()
         .context("a rule without port must be refused")?;
     ensure!(msg.contains("port"), "message must name the field: {msg}");
+    Ok(())
+}
 
+/// Sensitive arguments are taken from Secrets, never literally.
+fn secrets_never_literal(cp: &ControlPlane) -> anyhow::Result<()> {
     // Sensitive arguments are taken from Secrets, never literally: the schema has no
     // `password` field, so a literal one is refused by name (kubectl validates strictly) ...
     let literal = json!({"apiVersion": "fixture.tf.kraken.dev/v1alpha1", "kind": "Object",
         "metadata": {"name": "literal-password", "namespace": "team-a"},
         "spec": {"forProvider": {"name": "x", "password": "hunter2"}}});
-    let msg = dry_run(&cp, &literal)?
+    let msg = dry_run(cp, &literal)?
         .err()
         .context("a literal password must be refused")?;
     ensure!(
@@ -236,7 +277,11 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
         !back.to_string().contains("hunter2"),
         "the literal password must appear nowhere: {back}"
     );
+    Ok(())
+}
 
+/// kubectl explain shows the provider's descriptions, also on nested fields.
+fn explain_shows_descriptions(cp: &ControlPlane) -> anyhow::Result<()> {
     // kubectl explain shows the provider's descriptions, also on nested fields.
     let explain = cp.kubectl(&[
         "explain",
@@ -258,14 +303,6 @@ fn generated_crds_install_validate_and_explain() -> anyhow::Result<()> {
     ensure!(
         !first_words.is_empty() && explain.contains(&first_words),
         "explain must show {want:?}:\n{explain}"
-    );
-
-    // The category lists every managed kind.
-    let out = cp.kubectl_output(&["get", "kraken", "-A"])?;
-    ensure!(
-        out.status.success(),
-        "kubectl get kraken failed: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
 }

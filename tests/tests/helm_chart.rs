@@ -66,66 +66,73 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
         ],
     ] {
         let rendered = helm_template(&sets)?;
-        // Locked down whatever the values: no privileges, the runtime's seccomp profile,
-        // capped scratch space, probes on their own port.
-        for line in [
-            "seccompProfile: {type: RuntimeDefault}",
-            "readOnlyRootFilesystem: true",
-            "capabilities: {drop: [\"ALL\"]}",
-            "runAsNonRoot: true",
-            "emptyDir: {sizeLimit: 1Gi}",
-            "--health-addr=0.0.0.0:8081",
-            "httpGet: {path: /readyz, port: health}",
-        ] {
-            ensure!(
-                rendered.contains(line),
-                "the chart ({sets:?}) lacks {line:?}"
-            );
-        }
-        for kind in ["Deployment", "ServiceAccount", "ClusterRole", "RoleBinding"] {
-            ensure!(
-                rendered.contains(&format!("kind: {kind}\n")),
-                "no {kind} rendered"
-            );
-        }
-        if sets.is_empty() {
-            ensure!(
-                !rendered.contains("PersistentVolumeClaim"),
-                "a PVC by default"
-            );
-            // /metrics names every resource: private unless asked.
-            ensure!(rendered.contains("--metrics-addr=127.0.0.1:8080"));
-            ensure!(
-                !rendered.contains("kind: Service\n"),
-                "a metrics Service by default"
-            );
-            ensure!(!rendered.contains("kind: NetworkPolicy"));
-        } else {
-            ensure!(rendered.contains("--metrics-addr=0.0.0.0:8080"));
-            ensure!(rendered.contains("kind: Service\n"), "no metrics Service");
-            ensure!(rendered.contains("kind: NetworkPolicy"), "no NetworkPolicy");
-            ensure!(
-                rendered.contains("- 169.254.0.0/16"),
-                "the NetworkPolicy lets providers reach the metadata endpoint"
-            );
-            ensure!(rendered.contains("--aws-endpoint=http://127.0.0.1:*"));
-            ensure!(
-                rendered.contains("kind: PersistentVolumeClaim"),
-                "no PVC with persistence"
-            );
-            ensure!(rendered.contains("--provider-mirror=https://mirror.example/"));
-        }
-        for flag in rendered
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("- --"))
-        {
-            let name = flag.split('=').next().unwrap_or(flag);
-            ensure!(
-                help.contains(&format!("--{name}")),
-                "the chart passes --{name}, which `kraken operator` does not know"
-            );
-        }
+        expect_rendered(&rendered, &sets, &help)?;
         admitted(&cp, &rendered, &format!("{sets:?}"))?;
+    }
+    Ok(())
+}
+
+/// What the chart rendered with `sets` holds: locked down whatever the values, the objects
+/// and flags the values ask for, and only flags `kraken operator` knows (its `help`).
+fn expect_rendered(rendered: &str, sets: &[&str], help: &str) -> anyhow::Result<()> {
+    // Locked down whatever the values: no privileges, the runtime's seccomp profile,
+    // capped scratch space, probes on their own port.
+    for line in [
+        "seccompProfile: {type: RuntimeDefault}",
+        "readOnlyRootFilesystem: true",
+        "capabilities: {drop: [\"ALL\"]}",
+        "runAsNonRoot: true",
+        "emptyDir: {sizeLimit: 1Gi}",
+        "--health-addr=0.0.0.0:8081",
+        "httpGet: {path: /readyz, port: health}",
+    ] {
+        ensure!(
+            rendered.contains(line),
+            "the chart ({sets:?}) lacks {line:?}"
+        );
+    }
+    for kind in ["Deployment", "ServiceAccount", "ClusterRole", "RoleBinding"] {
+        ensure!(
+            rendered.contains(&format!("kind: {kind}\n")),
+            "no {kind} rendered"
+        );
+    }
+    if sets.is_empty() {
+        ensure!(
+            !rendered.contains("PersistentVolumeClaim"),
+            "a PVC by default"
+        );
+        // /metrics names every resource: private unless asked.
+        ensure!(rendered.contains("--metrics-addr=127.0.0.1:8080"));
+        ensure!(
+            !rendered.contains("kind: Service\n"),
+            "a metrics Service by default"
+        );
+        ensure!(!rendered.contains("kind: NetworkPolicy"));
+    } else {
+        ensure!(rendered.contains("--metrics-addr=0.0.0.0:8080"));
+        ensure!(rendered.contains("kind: Service\n"), "no metrics Service");
+        ensure!(rendered.contains("kind: NetworkPolicy"), "no NetworkPolicy");
+        ensure!(
+            rendered.contains("- 169.254.0.0/16"),
+            "the NetworkPolicy lets providers reach the metadata endpoint"
+        );
+        ensure!(rendered.contains("--aws-endpoint=http://127.0.0.1:*"));
+        ensure!(
+            rendered.contains("kind: PersistentVolumeClaim"),
+            "no PVC with persistence"
+        );
+        ensure!(rendered.contains("--provider-mirror=https://mirror.example/"));
+    }
+    for flag in rendered
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --"))
+    {
+        let name = flag.split('=').next().unwrap_or(flag);
+        ensure!(
+            help.contains(&format!("--{name}")),
+            "the chart passes --{name}, which `kraken operator` does not know"
+        );
     }
     Ok(())
 }

@@ -236,41 +236,97 @@ fn scenario(ledger_dir: &Path) -> Vec<Value> {
     ]
 }
 
+/// The chart as installed: the release name, the chart's path and the mirror it is given.
+struct Release<'a> {
+    helm: Helm<'a>,
+    chart: String,
+    mirror_set: String,
+}
+
+impl Release<'_> {
+    /// `helm install` with the mirror and `extra` values; the namespace is created (or kept).
+    fn install(&self, extra: &[&str]) -> anyhow::Result<String> {
+        let mut args = vec![
+            "install",
+            RELEASE,
+            &self.chart,
+            "-n",
+            SYSTEM,
+            "--create-namespace",
+        ];
+        args.extend(["--set", &self.mirror_set]);
+        for set in extra {
+            args.extend(["--set", set]);
+        }
+        self.helm.run(&args)
+    }
+}
+
+/// The resourceVersion of the Provider CRD: changed by any write to it.
+fn crd_version(cp: &ControlPlane) -> anyhow::Result<String> {
+    cp.kubectl(&[
+        "get",
+        "crd",
+        "providers.core.kraken.dev",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ])
+}
+
 #[test]
 fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
     let cp = ControlPlane::start("helm-install")?;
-    let helm = Helm {
-        cp: &cp,
-        bin: env.path("KRAKEN_TEST_HELM")?,
+    let release = Release {
+        helm: Helm {
+            cp: &cp,
+            bin: env.path("KRAKEN_TEST_HELM")?,
+        },
+        chart: repo_root()
+            .join("charts/kraken")
+            .to_string_lossy()
+            .into_owned(),
+        mirror_set: format!("operator.providerMirror={}", mirror.display()),
     };
     let scratch = scratch_dir("kraken-helm-")?;
-    let chart = repo_root().join("charts/kraken");
-    let chart = chart.to_string_lossy();
-    let mirror_set = format!("operator.providerMirror={}", mirror.display());
 
     // The same install twice (the second after `helm uninstall`); the namespace stays.
-    let install = |extra: &[&str]| {
-        let args = [
-            "install",
-            RELEASE,
-            &chart,
-            "-n",
-            SYSTEM,
-            "--create-namespace",
-        ];
-        let mut args = args.to_vec();
-        args.extend(["--set", &mirror_set]);
-        for set in extra {
-            args.extend(["--set", set]);
-        }
-        helm.run(&args)
-    };
     // EC2Instances may reach moto on loopback (and nothing else).
-    install(&["aws.endpoints[0]=http://127.0.0.1:*"])?;
-    // Every object the release rendered exists (kubectl fails on the first that does not).
-    let manifest = helm.run(&["get", "manifest", RELEASE, "-n", SYSTEM])?;
+    release.install(&["aws.endpoints[0]=http://127.0.0.1:*"])?;
+    expect_the_release_objects(&release)?;
+    let crds_before = crd_version(&cp)?;
+
+    let ledger_dir = scratch.path().join("ledger");
+    std::fs::create_dir_all(&ledger_dir)?;
+    let cache = scratch.path().join("plugins");
+    let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
+    let op = start_as_deployed(&cp, &kubeconfig, &cache, "first")?;
+    let result = works_under_its_own_identity(&cp, &op, &ledger_dir);
+    let result = result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60));
+    result?;
+    upgrade_follows_the_values(&release, &crds_before)?;
+    let events_before = ledger::event_log(&ledger_dir)?.len();
+    release.helm.run(&["uninstall", RELEASE, "-n", SYSTEM])?;
+    drop(op);
+    expect_uninstall_leaves_what_is_not_its_own(&cp, &ledger_dir)?;
+
+    // Reinstalled, sharded this time (the chart's Role then also lets it list and delete
+    // Leases): a new operator adopts what is there, nothing created or changed twice.
+    release.install(&["operator.shards=auto"])?;
+    let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
+    let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
+    let result = reinstalled_adopts_what_is_there(&cp, &op, &ledger_dir, events_before);
+    result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60))
+}
+
+/// Every object the release rendered exists, and the core CRDs are Established.
+fn expect_the_release_objects(release: &Release<'_>) -> anyhow::Result<()> {
+    let cp = release.helm.cp;
+    // kubectl fails on the first that does not exist.
+    let manifest = release
+        .helm
+        .run(&["get", "manifest", RELEASE, "-n", SYSTEM])?;
     let got = cp.kubectl_stdin(&["get", "-f", "-", "-o", "name"], manifest.as_bytes())?;
     ensure!(
         got.status.success(),
@@ -289,84 +345,84 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         ensure!(names.contains(kind), "no {kind} in the release: {names}");
     }
     cp.wait_established("kraken.dev/core=true", "60s")?;
-    let crd_version = |cp: &ControlPlane| {
-        cp.kubectl(&[
-            "get",
-            "crd",
-            "providers.core.kraken.dev",
-            "-o",
-            "jsonpath={.metadata.resourceVersion}",
-        ])
-    };
-    let crds_before = crd_version(&cp)?;
+    Ok(())
+}
 
-    let ledger_dir = scratch.path().join("ledger");
-    std::fs::create_dir_all(&ledger_dir)?;
-    let cache = scratch.path().join("plugins");
-    let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
-    let op = start_as_deployed(&cp, &kubeconfig, &cache, "first")?;
-    let result = (|| {
-        // A Provider with no mirror of its own installs from the chart's providerMirror.
-        cp.apply_yaml("", &json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
-            "metadata": {"name": "fixture"},
-            "spec": {"source": FIXTURE_ADDRESS, "version": "1.0.0", "resources": ["fixture_object"]}}).to_string())?;
-        wait_for(CONVERGE, "Provider fixture installed", || {
-            let p = cp.get_json("", "providers.core.kraken.dev", "fixture")?;
-            let ready = kraken_tests::operator::condition(&p, "Ready");
-            match ready {
-                Some((s, r, _)) if s == "True" && r == "Installed" => Ok(Some(())),
-                other => bail!("Ready {other:?}"),
-            }
-        })?;
-        cp.create_namespace(TEAM)?;
-        cp.apply_yaml(TEAM, &yaml_documents(&scenario(&ledger_dir)))?;
-        let first = reconciled(&cp, OBJECTS, "first")?;
-        let second = reconciled(&cp, OBJECTS, "second")?;
-        let first_id = first["status"]["atProvider"]["id"]
+/// A Provider from the chart's mirror, objects reconciled through it, a ConfigExport, the
+/// Lease held, Events recorded and EC2Instances on moto: all under the chart's
+/// ServiceAccount, with nothing forbidden.
+fn works_under_its_own_identity(
+    cp: &ControlPlane,
+    op: &Operator,
+    ledger_dir: &Path,
+) -> anyhow::Result<()> {
+    // A Provider with no mirror of its own installs from the chart's providerMirror.
+    cp.apply_yaml(
+        "",
+        &json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
+        "metadata": {"name": "fixture"},
+        "spec": {"source": FIXTURE_ADDRESS, "version": "1.0.0", "resources": ["fixture_object"]}})
+        .to_string(),
+    )?;
+    wait_for(CONVERGE, "Provider fixture installed", || {
+        let p = cp.get_json("", "providers.core.kraken.dev", "fixture")?;
+        let ready = kraken_tests::operator::condition(&p, "Ready");
+        match ready {
+            Some((s, r, _)) if s == "True" && r == "Installed" => Ok(Some(())),
+            other => bail!("Ready {other:?}"),
+        }
+    })?;
+    cp.create_namespace(TEAM)?;
+    cp.apply_yaml(TEAM, &yaml_documents(&scenario(ledger_dir)))?;
+    let first = reconciled(cp, OBJECTS, "first")?;
+    let second = reconciled(cp, OBJECTS, "second")?;
+    let first_id = first["status"]["atProvider"]["id"]
+        .as_str()
+        .context("first has no id")?
+        .to_owned();
+    ensure!(
+        second["status"]["atProvider"]["name"] == format!("after-{first_id}"),
+        "second: {}",
+        second["status"]
+    );
+    let exported = wait_for(CONVERGE, "the ConfigMap exported", || {
+        cp.get_json_opt(TEAM, "configmaps", "exported")
+    })?;
+    ensure!(
+        exported["data"]["first"] == first_id.as_str(),
+        "exported: {}",
+        exported["data"]
+    );
+    ensure!(
+        ledger::live_objects(ledger_dir) == 2,
+        "the ledger holds {}",
+        ledger::live_objects(ledger_dir)
+    );
+    let lease = cp.get_json(SYSTEM, "leases.coordination.k8s.io", RELEASE)?;
+    ensure!(
+        lease["spec"]["holderIdentity"]
             .as_str()
-            .context("first has no id")?
-            .to_owned();
-        ensure!(
-            second["status"]["atProvider"]["name"] == format!("after-{first_id}"),
-            "second: {}",
-            second["status"]
-        );
-        let exported = wait_for(CONVERGE, "the ConfigMap exported", || {
-            cp.get_json_opt(TEAM, "configmaps", "exported")
-        })?;
-        ensure!(
-            exported["data"]["first"] == first_id.as_str(),
-            "exported: {}",
-            exported["data"]
-        );
-        ensure!(
-            ledger::live_objects(&ledger_dir) == 2,
-            "the ledger holds {}",
-            ledger::live_objects(&ledger_dir)
-        );
-        let lease = cp.get_json(SYSTEM, "leases.coordination.k8s.io", RELEASE)?;
-        ensure!(
-            lease["spec"]["holderIdentity"]
-                .as_str()
-                .is_some_and(|h| h.contains("kraken-first")),
-            "lease: {}",
-            lease["spec"]
-        );
-        let events = cp.kubectl(&["-n", TEAM, "get", "events", "-o", "name"])?;
-        ensure!(!events.trim().is_empty(), "no Events recorded in {TEAM}");
-        native_ec2(&cp)?;
-        no_forbidden(&op)?;
-        Ok(())
-    })();
-    let result = result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60));
-    result?;
+            .is_some_and(|h| h.contains("kraken-first")),
+        "lease: {}",
+        lease["spec"]
+    );
+    let events = cp.kubectl(&["-n", TEAM, "get", "events", "-o", "name"])?;
+    ensure!(!events.trim().is_empty(), "no Events recorded in {TEAM}");
+    native_ec2(cp)?;
+    no_forbidden(op)?;
+    Ok(())
+}
 
-    // helm upgrade: the Deployment follows the values; CRDs are Helm's to install, never to
-    // upgrade (docs/operations.md says how to upgrade them).
-    helm.run(&[
+/// helm upgrade: the Deployment follows the values; CRDs are Helm's to install, never to
+/// upgrade (docs/operations.md says how to upgrade them).
+fn upgrade_follows_the_values(release: &Release<'_>, crds_before: &str) -> anyhow::Result<()> {
+    let cp = release.helm.cp;
+    let chart = &release.chart;
+    let mirror_set = &release.mirror_set;
+    release.helm.run(&[
         "upgrade",
         RELEASE,
-        &chart,
+        chart,
         "-n",
         SYSTEM,
         "--reuse-values",
@@ -388,14 +444,17 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         "args after upgrade: {args}"
     );
     ensure!(
-        crd_version(&cp)? == crds_before,
+        crd_version(cp)? == crds_before,
         "helm upgrade touched the CRDs"
     );
+    Ok(())
+}
 
-    // helm uninstall: the chart's objects go; CRDs, custom resources and cloud objects stay.
-    let events_before = ledger::event_log(&ledger_dir)?.len();
-    helm.run(&["uninstall", RELEASE, "-n", SYSTEM])?;
-    drop(op);
+/// helm uninstall: the chart's objects go; CRDs, custom resources and cloud objects stay.
+fn expect_uninstall_leaves_what_is_not_its_own(
+    cp: &ControlPlane,
+    ledger_dir: &Path,
+) -> anyhow::Result<()> {
     for gone in ["serviceaccount", "deployment", "role"] {
         ensure!(
             cp.get_json_opt(SYSTEM, gone, RELEASE)?.is_none(),
@@ -418,71 +477,73 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
         );
     }
     ensure!(
-        ledger::live_objects(&ledger_dir) == 2,
+        ledger::live_objects(ledger_dir) == 2,
         "the cloud objects went with the release"
     );
+    Ok(())
+}
 
-    // Reinstalled, sharded this time (the chart's Role then also lets it list and delete
-    // Leases): a new operator adopts what is there, nothing created or changed twice.
-    install(&["operator.shards=auto"])?;
-    let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
-    let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
-    let result = (|| {
-        // Both objects passed through the new operator (its first reconciles after it took
-        // the Lease), then the ledger is read.
-        wait_for(
-            CONVERGE,
-            "the new operator's reconciles of both objects",
-            || {
-                // Finished reconciles (the duration is observed at the end of one).
-                let runs = op.metric_where("kraken_reconcile_duration_seconds_count", |labels| {
-                    labels
-                        .iter()
-                        .any(|(k, v)| k == "kind" && v == "Object.fixture.tf.kraken.dev")
-                });
-                Ok(runs.is_ok_and(|n| n >= 2.0).then_some(()))
-            },
-        )?;
-        reconciled(&cp, OBJECTS, "first")?;
-        reconciled(&cp, OBJECTS, "second")?;
-        let members = op.metric("kraken_shard_members")?;
-        ensure!(
-            members == 1.0,
-            "the sharded operator sees {members} members"
-        );
-        let events = ledger::event_log(&ledger_dir)?;
-        ensure!(
-            events.len() == events_before,
-            "the reinstalled operator wrote to the cloud: {:?}",
-            &events[events_before..]
-        );
-        // Everything at once: the hub tears down consumers before what they consume.
-        let out = "configexports.core.kraken.dev";
-        cp.kubectl(&["-n", TEAM, "delete", out, "out", "--wait=false"])?;
-        let objects = ["second", "first"];
-        cp.kubectl(&[
-            "-n",
-            TEAM,
-            "delete",
-            OBJECTS,
-            objects[0],
-            objects[1],
-            "--wait=false",
-        ])?;
-        wait_for(CONVERGE, "both objects deleted in the ledger", || {
-            let live = ledger::live_objects(&ledger_dir);
-            if live == 0 {
-                return Ok(Some(()));
-            }
-            let left: Vec<String> = objects
-                .iter()
-                .filter_map(|n| cp.get_json_opt(TEAM, OBJECTS, n).ok().flatten())
-                .map(|o| describe(&o))
-                .collect();
-            bail!("{live} left in the ledger; objects: {left:?}")
-        })?;
-        no_forbidden(&op)?;
-        Ok(())
-    })();
-    result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60))
+/// The reinstalled operator reconciles both objects without a write to the cloud (still
+/// `events_before` events), and tears them down in the hub's order.
+fn reinstalled_adopts_what_is_there(
+    cp: &ControlPlane,
+    op: &Operator,
+    ledger_dir: &Path,
+    events_before: usize,
+) -> anyhow::Result<()> {
+    // Both objects passed through the new operator (its first reconciles after it took
+    // the Lease), then the ledger is read.
+    wait_for(
+        CONVERGE,
+        "the new operator's reconciles of both objects",
+        || {
+            // Finished reconciles (the duration is observed at the end of one).
+            let runs = op.metric_where("kraken_reconcile_duration_seconds_count", |labels| {
+                labels
+                    .iter()
+                    .any(|(k, v)| k == "kind" && v == "Object.fixture.tf.kraken.dev")
+            });
+            Ok(runs.is_ok_and(|n| n >= 2.0).then_some(()))
+        },
+    )?;
+    reconciled(cp, OBJECTS, "first")?;
+    reconciled(cp, OBJECTS, "second")?;
+    let members = op.metric("kraken_shard_members")?;
+    ensure!(
+        members == 1.0,
+        "the sharded operator sees {members} members"
+    );
+    let events = ledger::event_log(ledger_dir)?;
+    ensure!(
+        events.len() == events_before,
+        "the reinstalled operator wrote to the cloud: {:?}",
+        &events[events_before..]
+    );
+    // Everything at once: the hub tears down consumers before what they consume.
+    let out = "configexports.core.kraken.dev";
+    cp.kubectl(&["-n", TEAM, "delete", out, "out", "--wait=false"])?;
+    let objects = ["second", "first"];
+    cp.kubectl(&[
+        "-n",
+        TEAM,
+        "delete",
+        OBJECTS,
+        objects[0],
+        objects[1],
+        "--wait=false",
+    ])?;
+    wait_for(CONVERGE, "both objects deleted in the ledger", || {
+        let live = ledger::live_objects(ledger_dir);
+        if live == 0 {
+            return Ok(Some(()));
+        }
+        let left: Vec<String> = objects
+            .iter()
+            .filter_map(|n| cp.get_json_opt(TEAM, OBJECTS, n).ok().flatten())
+            .map(|o| describe(&o))
+            .collect();
+        bail!("{live} left in the ledger; objects: {left:?}")
+    })?;
+    no_forbidden(op)?;
+    Ok(())
 }

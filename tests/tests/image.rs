@@ -43,6 +43,32 @@ fn the_image_is_reproducible_minimal_and_unprivileged() -> anyhow::Result<()> {
         image.digest == first.digest,
         "the archive's manifest is not the printed digest"
     );
+    expect_config_and_labels(&image)?;
+
+    let root = dir.path().join("root");
+    image.unpack(&root)?;
+    expect_minimal_and_unprivileged(&root)?;
+
+    let out = image.chroot(&root)?.command().arg("--version").output()?;
+    let version = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && version.trim() == format!("kraken {}", env!("CARGO_PKG_VERSION")),
+        "kraken --version in the image: {} {version} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "image {}: {:.1} MB compressed, {:.1} MB unpacked (the test build's binary: {:.1} MB stripped)",
+        image.digest,
+        image.compressed_bytes as f64 / 1e6,
+        du(&root)? as f64 / 1e6,
+        std::fs::metadata(root.join("usr/local/bin/kraken"))?.len() as f64 / 1e6
+    );
+    Ok(())
+}
+
+/// The image runs `kraken` as its unprivileged user, with the OCI labels set.
+fn expect_config_and_labels(image: &Image) -> anyhow::Result<()> {
     let c = &image.config;
     ensure!(c["User"] == "65532:65532", "User is {}", c["User"]);
     ensure!(
@@ -69,9 +95,12 @@ fn the_image_is_reproducible_minimal_and_unprivileged() -> anyhow::Result<()> {
         "version label {:?}",
         image.label("org.opencontainers.image.version")
     );
+    Ok(())
+}
 
-    let root = dir.path().join("root");
-    image.unpack(&root)?;
+/// The unpacked root file system: no shell, CA certificates, the user, and root owning
+/// what runs.
+fn expect_minimal_and_unprivileged(root: &Path) -> anyhow::Result<()> {
     for shell in ["bin/sh", "bin/bash", "usr/bin/sh", "bin", "sbin", "usr/bin"] {
         ensure!(!root.join(shell).exists(), "the image has /{shell}");
     }
@@ -107,22 +136,6 @@ fn the_image_is_reproducible_minimal_and_unprivileged() -> anyhow::Result<()> {
         );
     }
     ensure!(owner("tmp")?.1 == 0o1777, "/tmp mode {:o}", owner("tmp")?.1);
-
-    let out = image.chroot(&root)?.command().arg("--version").output()?;
-    let version = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        out.status.success() && version.trim() == format!("kraken {}", env!("CARGO_PKG_VERSION")),
-        "kraken --version in the image: {} {version} {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!(
-        "image {}: {:.1} MB compressed, {:.1} MB unpacked (the test build's binary: {:.1} MB stripped)",
-        image.digest,
-        image.compressed_bytes as f64 / 1e6,
-        du(&root)? as f64 / 1e6,
-        std::fs::metadata(root.join("usr/local/bin/kraken"))?.len() as f64 / 1e6
-    );
     Ok(())
 }
 
@@ -163,56 +176,55 @@ fn the_operator_runs_from_the_image_and_reconciles() -> anyhow::Result<()> {
         },
     )?;
     op.wait_ready(Duration::from_secs(60))?;
-    let result = (|| {
-        let pc =
-            provider_config_manifest(ns, "default", json!({"ledgerDir": "/home/kraken/ledger"}));
-        cp.apply_yaml(ns, &pc.to_string())?;
-        let spec = json!({"forProvider": {"name": "from-the-image", "size": 3}});
-        cp.apply_yaml(ns, &object_manifest(ns, "from-the-image", spec).to_string())?;
-        let obj = wait_reconciled(
-            &cp,
-            (ns, OBJECTS, "from-the-image"),
-            Duration::from_secs(90),
-        )?;
-        let live = ledger::objects_named(&ledger_dir, "from-the-image")?;
-        ensure!(
-            live.len() == 1,
-            "the ledger holds {} objects named from-the-image",
-            live.len()
-        );
-        ensure!(
-            obj["status"]["atProvider"]["id"] == live[0]["id"],
-            "atProvider.id {} vs the ledger's {}",
-            obj["status"]["atProvider"]["id"],
-            live[0]["id"]
-        );
-        // The provider ran as the image's user, in the image's file system.
-        let owner = std::fs::metadata(ledger_dir.join("objects"))?.uid();
-        ensure!(owner == KRAKEN_UID, "the ledger was written by uid {owner}");
-
-        cp.kubectl(&[
-            "-n",
-            ns,
-            "delete",
-            OBJECTS,
-            "from-the-image",
-            "--wait=false",
-        ])?;
-        wait_for(
-            Duration::from_secs(60),
-            "the object deleted in the ledger",
-            || {
-                Ok(ledger::objects_named(&ledger_dir, "from-the-image")?
-                    .is_empty()
-                    .then_some(()))
-            },
-        )?;
-        Ok(())
-    })();
+    let result = reconcile_from_the_image(&cp, ns, &ledger_dir);
     if result.is_err() {
         eprintln!("operator log tail:\n{}", op.log_tail(60));
     }
     result
+}
+
+/// A fixture Object created and deleted through the operator running from the image, its
+/// provider writing the ledger at `ledger_dir` as the image's user.
+fn reconcile_from_the_image(cp: &ControlPlane, ns: &str, ledger_dir: &Path) -> anyhow::Result<()> {
+    let pc = provider_config_manifest(ns, "default", json!({"ledgerDir": "/home/kraken/ledger"}));
+    cp.apply_yaml(ns, &pc.to_string())?;
+    let spec = json!({"forProvider": {"name": "from-the-image", "size": 3}});
+    cp.apply_yaml(ns, &object_manifest(ns, "from-the-image", spec).to_string())?;
+    let obj = wait_reconciled(cp, (ns, OBJECTS, "from-the-image"), Duration::from_secs(90))?;
+    let live = ledger::objects_named(ledger_dir, "from-the-image")?;
+    ensure!(
+        live.len() == 1,
+        "the ledger holds {} objects named from-the-image",
+        live.len()
+    );
+    ensure!(
+        obj["status"]["atProvider"]["id"] == live[0]["id"],
+        "atProvider.id {} vs the ledger's {}",
+        obj["status"]["atProvider"]["id"],
+        live[0]["id"]
+    );
+    // The provider ran as the image's user, in the image's file system.
+    let owner = std::fs::metadata(ledger_dir.join("objects"))?.uid();
+    ensure!(owner == KRAKEN_UID, "the ledger was written by uid {owner}");
+
+    cp.kubectl(&[
+        "-n",
+        ns,
+        "delete",
+        OBJECTS,
+        "from-the-image",
+        "--wait=false",
+    ])?;
+    wait_for(
+        Duration::from_secs(60),
+        "the object deleted in the ledger",
+        || {
+            Ok(ledger::objects_named(ledger_dir, "from-the-image")?
+                .is_empty()
+                .then_some(()))
+        },
+    )?;
+    Ok(())
 }
 
 fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {

@@ -392,6 +392,29 @@ fn contexts_and_namespaces(bed: &FixtureBed, k: &Kubectl) -> anyhow::Result<()> 
         &copy_s,
     ];
     succeeded(&set, &k.run_env(&set, None)?)?;
+    namespaces_follow_the_context(bed, k, &copy)?;
+    let shown = k.run_env(
+        &["kraken", "show-plan", "object/web", "--context", "team"],
+        Some(&copy),
+    )?;
+    let err = String::from_utf8_lossy(&shown.stderr);
+    ensure!(
+        !shown.status.success()
+            && err.contains(&format!(
+                "Object web (objects.fixture.tf.kraken.dev) in namespace {}",
+                bed.ns
+            )),
+        "show-plan in the context's namespace: {err}"
+    );
+    let err = k.fails(&["get", "--context", "nosuch"])?;
+    ensure!(err.contains("nosuch"), "{err}");
+    Ok(())
+}
+
+/// `kubectl kraken get` under the kubeconfig `copy` (with the context `team`): the namespace
+/// the context names, unless `-n` says otherwise, and `KUBECONFIG` as kubectl honours it.
+fn namespaces_follow_the_context(bed: &FixtureBed, k: &Kubectl, copy: &Path) -> anyhow::Result<()> {
+    let copy_s = copy.to_string_lossy().into_owned();
     let rows = |args: &[&str], env: Option<&Path>| -> anyhow::Result<(String, String)> {
         let out = k.run_env(args, env)?;
         Ok((
@@ -441,22 +464,7 @@ fn contexts_and_namespaces(bed: &FixtureBed, k: &Kubectl) -> anyhow::Result<()> 
         "the current context's namespace is default:\n{t}{e}"
     );
     // KUBECONFIG is honoured as kubectl honours it.
-    let (t, _) = rows(&["kraken", "get", "--context", "team"], Some(&copy))?;
+    let (t, _) = rows(&["kraken", "get", "--context", "team"], Some(copy))?;
     ensure!(has_web(&t), "KUBECONFIG with --context team:\n{t}");
-    let shown = k.run_env(
-        &["kraken", "show-plan", "object/web", "--context", "team"],
-        Some(&copy),
-    )?;
-    let err = String::from_utf8_lossy(&shown.stderr);
-    ensure!(
-        !shown.status.success()
-            && err.contains(&format!(
-                "Object web (objects.fixture.tf.kraken.dev) in namespace {}",
-                bed.ns
-            )),
-        "show-plan in the context's namespace: {err}"
-    );
-    let err = k.fails(&["get", "--context", "nosuch"])?;
-    ensure!(err.contains("nosuch"), "{err}");
     Ok(())
 }

@@ -74,7 +74,45 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
                                        {"path": "inputs.name", "resource": {"kind": "DataLookup", "name": "look", "path": "name"}}]}}),
     ];
     bed.apply(&yaml_documents(&docs))?;
+    let src_id = expect_reads_feed_others(bed)?;
 
+    // Changed outside: the lookup reads it on its interval and the change flows on.
+    ledger::edit_object(bed.ledger_dir(), &src_id, |o| o["size"] = json!(7))?;
+    wait_for(
+        CONVERGE,
+        "the refreshed size to reach the null data source",
+        || {
+            let obj = get(bed, NULL_DATA, "echo")?.context("echo")?;
+            if obj["status"]["atProvider"]["outputs"]["size"] == "7" {
+                Ok(Some(()))
+            } else {
+                bail!("{}", describe(&obj))
+            }
+        },
+    )?;
+
+    // No data source wrote anything: the ledger holds only the two creates (src's own drift
+    // check, every 10 minutes, has not come round).
+    let ops = ledger_ops(bed)?;
+    let by_data: Vec<&String> = ops
+        .iter()
+        .filter(|o| !o.ends_with(" src") && !o.ends_with(" src-copy"))
+        .collect();
+    ensure!(
+        by_data.is_empty(),
+        "operations not made by a resource: {ops:?}"
+    );
+    ensure!(
+        ops.iter().filter(|o| o.starts_with("create")).count() == 2,
+        "{ops:?}"
+    );
+    expect_a_failed_lookup_says_why(bed)?;
+    expect_deletion_waits_for_readers(bed, &src_id)
+}
+
+/// The lookup reads `src`, shows what it read, and feeds a resource and a protocol-5 data
+/// source; returns src's id.
+fn expect_reads_feed_others(bed: &FixtureBed) -> anyhow::Result<String> {
     let src = wait_reconciled(bed, OBJECTS, "src")?;
     let src_id = src["status"]["externalId"]
         .as_str()
@@ -111,39 +149,12 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         "{}",
         describe(&echo)
     );
+    Ok(src_id)
+}
 
-    // Changed outside: the lookup reads it on its interval and the change flows on.
-    ledger::edit_object(bed.ledger_dir(), &src_id, |o| o["size"] = json!(7))?;
-    wait_for(
-        CONVERGE,
-        "the refreshed size to reach the null data source",
-        || {
-            let obj = get(bed, NULL_DATA, "echo")?.context("echo")?;
-            if obj["status"]["atProvider"]["outputs"]["size"] == "7" {
-                Ok(Some(()))
-            } else {
-                bail!("{}", describe(&obj))
-            }
-        },
-    )?;
-
-    // No data source wrote anything: the ledger holds only the two creates (src's own drift
-    // check, every 10 minutes, has not come round).
-    let ops = ledger_ops(bed)?;
-    let by_data: Vec<&String> = ops
-        .iter()
-        .filter(|o| !o.ends_with(" src") && !o.ends_with(" src-copy"))
-        .collect();
-    ensure!(
-        by_data.is_empty(),
-        "operations not made by a resource: {ops:?}"
-    );
-    ensure!(
-        ops.iter().filter(|o| o.starts_with("create")).count() == 2,
-        "{ops:?}"
-    );
-
-    // A bad input: the lookup of an id that does not exist says why, in the condition.
+/// A bad input: the lookup of an id that does not exist says why, in the condition.
+fn expect_a_failed_lookup_says_why(bed: &FixtureBed) -> anyhow::Result<()> {
+    let ns = &bed.ns;
     let missing = json!({"apiVersion": "data.fixture.tf.kraken.dev/v1alpha1", "kind": "DataLookup",
         "metadata": {"name": "missing", "namespace": ns},
         "spec": {"forProvider": {"id": "no-such-id"}}});
@@ -156,11 +167,15 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         }
     })?;
     ensure!(message.contains("spec.forProvider.id"), "{message}");
+    Ok(())
+}
 
-    // Deleting the lookup waits while `copy` and `echo` read it, then goes without touching
-    // the ledger.
+/// Deleting the lookup waits while `copy` and `echo` read it, then goes without touching the
+/// ledger (src, whose id is `src_id`, untouched).
+fn expect_deletion_waits_for_readers(bed: &FixtureBed, src_id: &str) -> anyhow::Result<()> {
+    let ns = &bed.ns;
     bed.cp
-        .kubectl(&["delete", "-n", &ns, LOOKUPS, "look", "--wait=false"])?;
+        .kubectl(&["delete", "-n", ns, LOOKUPS, "look", "--wait=false"])?;
     let (_, reason, _) = wait_for(CONVERGE, "the lookup to wait for its readers", || {
         let obj = get(bed, LOOKUPS, "look")?.context("look")?;
         match condition(&obj, "Ready") {
@@ -169,8 +184,8 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         }
     })?;
     ensure!(reason == "InUse");
-    bed.cp.kubectl(&["delete", "-n", &ns, NULL_DATA, "echo"])?;
-    bed.cp.kubectl(&["delete", "-n", &ns, OBJECTS, "copy"])?;
+    bed.cp.kubectl(&["delete", "-n", ns, NULL_DATA, "echo"])?;
+    bed.cp.kubectl(&["delete", "-n", ns, OBJECTS, "copy"])?;
     wait_for(CONVERGE, "the lookup to go", || {
         match get(bed, LOOKUPS, "look")? {
             None => Ok(Some(())),
@@ -178,7 +193,7 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
         }
     })?;
     ensure!(
-        ledger::object(bed.ledger_dir(), &src_id)?.is_some(),
+        ledger::object(bed.ledger_dir(), src_id)?.is_some(),
         "the object the lookup read is untouched"
     );
     let ops = ledger_ops(bed)?;

@@ -59,87 +59,9 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
         ensure!(!is_leader(&b), "both replicas lead");
         // Each apply takes a while, so creates and changes are in flight when a leader dies.
         bed.apply_provider_config("default", json!({"applyDelayMs": 150}))?;
-
-        let docs: Vec<Value> = (0..N)
-            .map(|i| {
-                object_manifest(
-                    &bed.ns,
-                    &name(i),
-                    json!({"forProvider": {"name": name(i), "size": 1}}),
-                )
-            })
-            .collect();
-        bed.apply(&yaml_documents(&docs))?;
-        wait_for(Duration::from_secs(120), "a third of the creates", || {
-            Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
-        })?;
-        // From the moment the leader and its providers are gone: a write its provider
-        // finished while the kill was landing is not the new leader's.
-        bed.op.kill()?;
-        let killed_at = now_nanos()?;
-        let killed = Instant::now();
-        wait_for(LEASE + Duration::from_secs(15), "replica-b to lead", || {
-            Ok(is_leader(&b).then_some(()))
-        })?;
-        let led_after = killed.elapsed();
-        let first_write = wait_for(
-            LEASE + Duration::from_secs(30),
-            "a write by replica-b",
-            || {
-                let events = ledger::event_log(bed.ledger_dir())?;
-                Ok(events.iter().find(|e| e.nanos > killed_at).map(|e| e.nanos))
-            },
-        )?;
-        let handover = Duration::from_nanos(u64::try_from(first_write - killed_at)?);
-        eprintln!(
-            "fail-over: replica-b led {:.1} s and wrote {:.1} s after replica-a was killed (lease {LEASE:?})",
-            led_after.as_secs_f64(),
-            handover.as_secs_f64()
-        );
-        ensure!(
-            handover < LEASE + Duration::from_secs(5),
-            "handover took {handover:?}"
-        );
+        kill_the_leader_during_the_creates(&mut bed, &b)?;
         all_converged(&bed, 1)?;
-
-        // replica-a comes back as the standby; replica-b is paused in the middle of the changes.
-        bed.op.restart()?;
-        bed.op.wait_ready(Duration::from_secs(60))?;
-        ensure!(
-            !is_leader(&bed.op),
-            "the restarted replica-a leads beside replica-b"
-        );
-        let patch = json!({"spec": {"forProvider": {"size": 2}}}).to_string();
-        let mut paused = None;
-        for i in 0..N {
-            bed.cp.kubectl(&[
-                "-n",
-                &bed.ns,
-                "patch",
-                OBJECTS,
-                &name(i),
-                "--type=merge",
-                "-p",
-                &patch,
-            ])?;
-            if i == N / 4 {
-                b.pause()?;
-                paused = Some(Instant::now());
-            }
-        }
-        let paused = paused.context("never paused")?;
-        wait_for(
-            LEASE + Duration::from_secs(30),
-            "replica-a to lead again",
-            || Ok(is_leader(&bed.op).then_some(())),
-        )?;
-        // replica-a has taken over and is applying; now replica-b wakes with its old work.
-        std::thread::sleep(Duration::from_secs(2));
-        b.resume()?;
-        eprintln!(
-            "replica-b was paused for {:.1} s",
-            paused.elapsed().as_secs_f64()
-        );
+        pause_the_leader_during_the_changes(&mut bed, &b)?;
         all_converged(&bed, 2)?;
         wait_for(Duration::from_secs(30), "replica-b to stand by", || {
             Ok((!is_leader(&b)).then_some(()))
@@ -161,4 +83,99 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
         Ok(())
     })();
     bed.finish_with(result, &[("replica-b", &b)])
+}
+
+/// The N objects applied; replica-a (the leader) SIGKILLed a third of the way through their
+/// creates, with creates left to do; replica-b leads and writes within the lease.
+fn kill_the_leader_during_the_creates(bed: &mut FixtureBed, b: &Operator) -> anyhow::Result<()> {
+    let docs: Vec<Value> = (0..N)
+        .map(|i| {
+            object_manifest(
+                &bed.ns,
+                &name(i),
+                json!({"forProvider": {"name": name(i), "size": 1}}),
+            )
+        })
+        .collect();
+    bed.apply(&yaml_documents(&docs))?;
+    wait_for(Duration::from_secs(120), "a third of the creates", || {
+        Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
+    })?;
+    // From the moment the leader and its providers are gone: a write its provider
+    // finished while the kill was landing is not the new leader's.
+    bed.op.kill()?;
+    let killed_at = now_nanos()?;
+    let killed = Instant::now();
+    let created = ledger::live_objects(bed.ledger_dir());
+    ensure!(
+        created < N,
+        "all {N} creates were done when the leader was killed: the kill missed them"
+    );
+    wait_for(LEASE + Duration::from_secs(15), "replica-b to lead", || {
+        Ok(is_leader(b).then_some(()))
+    })?;
+    let led_after = killed.elapsed();
+    let first_write = wait_for(
+        LEASE + Duration::from_secs(30),
+        "a write by replica-b",
+        || {
+            let events = ledger::event_log(bed.ledger_dir())?;
+            Ok(events.iter().find(|e| e.nanos > killed_at).map(|e| e.nanos))
+        },
+    )?;
+    let handover = Duration::from_nanos(u64::try_from(first_write - killed_at)?);
+    eprintln!(
+        "fail-over: replica-a killed with {created} of {N} created; replica-b led {:.1} s and \
+         wrote {:.1} s after (lease {LEASE:?})",
+        led_after.as_secs_f64(),
+        handover.as_secs_f64()
+    );
+    ensure!(
+        handover < LEASE + Duration::from_secs(5),
+        "handover took {handover:?}"
+    );
+    Ok(())
+}
+
+/// replica-a comes back as the standby; replica-b (now the leader) is SIGSTOPped a quarter of
+/// the way through the changes, and SIGCONTed once replica-a has taken over and is applying.
+fn pause_the_leader_during_the_changes(bed: &mut FixtureBed, b: &Operator) -> anyhow::Result<()> {
+    bed.op.restart()?;
+    bed.op.wait_ready(Duration::from_secs(60))?;
+    ensure!(
+        !is_leader(&bed.op),
+        "the restarted replica-a leads beside replica-b"
+    );
+    let patch = json!({"spec": {"forProvider": {"size": 2}}}).to_string();
+    let mut paused = None;
+    for i in 0..N {
+        bed.cp.kubectl(&[
+            "-n",
+            &bed.ns,
+            "patch",
+            OBJECTS,
+            &name(i),
+            "--type=merge",
+            "-p",
+            &patch,
+        ])?;
+        if i == N / 4 {
+            b.pause()?;
+            paused = Some(Instant::now());
+        }
+    }
+    let paused = paused.context("never paused")?;
+    wait_for(
+        LEASE + Duration::from_secs(30),
+        "replica-a to lead again",
+        || Ok(is_leader(&bed.op).then_some(())),
+    )?;
+    // replica-a has taken over and is applying; now replica-b wakes with its old work.
+    std::thread::sleep(Duration::from_secs(2));
+    b.resume()?;
+    eprintln!(
+        "replica-b was paused for {:.1} s",
+        paused.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

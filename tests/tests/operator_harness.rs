@@ -37,8 +37,27 @@ fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
     let obj = cp.get_json(NS, OBJECTS, "web")?;
     ensure!(!is_reconciled(&obj), "no status yet: {}", describe(&obj));
     ensure!(condition(&obj, "Ready").is_none());
+    status_and_printer_columns(&cp)?;
 
-    // The status an operator would write after a create.
+    // A spec change makes the status stale until observedGeneration catches up.
+    cp.apply_yaml(
+        NS,
+        &object_manifest(
+            NS,
+            "web",
+            json!({"forProvider": {"name": "web", "size": 4}}),
+        )
+        .to_string(),
+    )?;
+    ensure!(!is_reconciled(&cp.get_json(NS, OBJECTS, "web")?));
+    events_through_both_apis(&cp, &obj)?;
+    ensure!(state_secret_name("Object", "Web") == "object-web.fixture-tfstate");
+    Ok(())
+}
+
+/// The status an operator would write after a create, read back as reconciled and in the
+/// printer columns.
+fn status_and_printer_columns(cp: &ControlPlane) -> anyhow::Result<()> {
     let status = json!({"status": {
         "observedGeneration": 1,
         "externalId": "obj-0123456789abcdef",
@@ -87,21 +106,12 @@ fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
         row[..4] == ["web", "True", "True", "obj-0123456789abcdef"],
         "{table}"
     );
+    Ok(())
+}
 
-    // A spec change makes the status stale until observedGeneration catches up.
-    cp.apply_yaml(
-        NS,
-        &object_manifest(
-            NS,
-            "web",
-            json!({"forProvider": {"name": "web", "size": 4}}),
-        )
-        .to_string(),
-    )?;
-    ensure!(!is_reconciled(&cp.get_json(NS, OBJECTS, "web")?));
-
-    // Events: one through events.k8s.io/v1 (as kube-rs's Recorder writes them), one through
-    // core/v1, one about another object.
+/// Events: one through events.k8s.io/v1 (as kube-rs's Recorder writes them), one through
+/// core/v1, one about another object; the reader sees the two about `obj`, oldest first.
+fn events_through_both_apis(cp: &ControlPlane, obj: &serde_json::Value) -> anyhow::Result<()> {
     let uid = obj["metadata"]["uid"].as_str().context("uid")?;
     let new_api = json!({
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
@@ -130,7 +140,7 @@ fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
         "involvedObject": {"kind": "Object", "name": "db", "namespace": NS},
     });
     cp.apply_yaml(NS, &yaml_documents(&[new_api, core, other]))?;
-    let events = events_for(&cp, NS, "web")?;
+    let events = events_for(cp, NS, "web")?;
     ensure!(
         events
             == vec![
@@ -142,8 +152,6 @@ fn readers_see_what_an_operator_writes() -> anyhow::Result<()> {
             ],
         "{events:?}"
     );
-    ensure!(events_for(&cp, NS, "nobody")?.is_empty());
-
-    ensure!(state_secret_name("Object", "Web") == "object-web.fixture-tfstate");
+    ensure!(events_for(cp, NS, "nobody")?.is_empty());
     Ok(())
 }

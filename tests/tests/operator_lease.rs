@@ -17,10 +17,11 @@ use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kraken_bridge::operator::leader::LeaderElection;
+use kraken_bridge::operator::leader::{LeaderElection, Leadership};
 use kraken_tests::ControlPlane;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::task::JoinHandle;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -236,221 +237,292 @@ async fn elect(cp: &ControlPlane, logs: &Logs) -> anyhow::Result<()> {
     let client = kube::Client::try_from(config)?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let (history, watch) = History::start(leases.clone()).await?;
-    let result = scenario(&client, &leases, &history, cp, logs).await;
+    let bed = Bed {
+        client: &client,
+        leases: &leases,
+        history: &history,
+        cp,
+        logs,
+    };
+    let result = scenario(&bed).await;
     watch.abort();
     result
 }
 
-async fn scenario(
-    client: &kube::Client,
-    leases: &Api<Lease>,
-    history: &History,
-    cp: &ControlPlane,
-    logs: &Logs,
-) -> anyhow::Result<()> {
-    // The first candidate creates the Lease and holds it.
-    let mut first = tokio::time::timeout(HANG, candidate(client, "a").acquire())
-        .await
-        .context("the first candidate must acquire the missing lease")?;
-    ensure!(holder(leases).await? == (Some("a".into()), Some(0)));
+/// What every step of the scenario works on: the candidates' client, the Lease, its history,
+/// the control plane (to freeze its API server) and the operator's log lines.
+struct Bed<'a> {
+    client: &'a kube::Client,
+    leases: &'a Api<Lease>,
+    history: &'a History,
+    cp: &'a ControlPlane,
+    logs: &'a Logs,
+}
 
-    // The second campaigns; a keeps renewing for longer than a whole lease duration past the
-    // moment b started, and b never gets it.
-    let b_started = Timestamp::now();
-    let second = tokio::spawn({
-        let b = candidate(client, "b");
-        async move { b.acquire().await }
-    });
-    let full_lease_later = b_started.checked_add(SignedDuration::try_from(LEASE_DURATION)?)?;
-    history
-        .wait_for(
-            "a renewing a full lease duration after b began campaigning",
-            |vs| {
-                vs.iter()
-                    .any(|v| v.held_by("a") && v.renewed.is_some_and(|r| r > full_lease_later))
-                    .then_some(())
-            },
-        )
-        .await?;
-    ensure!(!second.is_finished(), "b must not lead while a renews");
-    let versions = history.versions();
-    ensure!(
-        versions.iter().all(|v| v.held_by("a")),
-        "nobody but a may hold the lease while a renews: {versions:#?}"
-    );
-    ensure!(
-        tokio::time::timeout(Duration::from_millis(10), first.lost())
+/// The Lease passes from a to b on release, to c on expiry, to d after an intruder, and back
+/// to d after the API server froze: each step hands its leaders to the next.
+async fn scenario(bed: &Bed<'_>) -> anyhow::Result<()> {
+    let (first, second) = bed.one_holder_while_it_renews().await?;
+    let second = bed.a_release_passes_at_once(first, second).await?;
+    let (third, c_at) = bed.an_abandoned_lease_passes_on_expiry(second).await?;
+    let (d, fourth) = bed.an_intruder_is_not_written_over(third, c_at).await?;
+    bed.a_leader_cut_off_steps_down_in_time(d, fourth).await
+}
+
+impl Bed<'_> {
+    /// a holds the Lease and keeps renewing; b campaigns meanwhile and never gets it.
+    async fn one_holder_while_it_renews(
+        &self,
+    ) -> anyhow::Result<(Leadership, JoinHandle<Leadership>)> {
+        // The first candidate creates the Lease and holds it.
+        let mut first = tokio::time::timeout(HANG, candidate(self.client, "a").acquire())
             .await
-            .is_err(),
-        "a must still lead"
-    );
+            .context("the first candidate must acquire the missing lease")?;
+        ensure!(holder(self.leases).await? == (Some("a".into()), Some(0)));
 
-    // Released, the Lease is free at once: b takes it over before a's lease could have
-    // expired, i.e. because of the release and not by waiting for the expiry.
-    let released_from = history.versions().len();
-    first.release().await;
-    let second = tokio::time::timeout(HANG, second)
-        .await
-        .context("b must acquire the released lease")??;
-    ensure!(holder(leases).await? == (Some("b".into()), Some(1)));
-    let versions = history
-        .wait_for("b holding the lease", |vs| {
-            History::first_held_by(vs, released_from, "b").map(|_| vs.to_vec())
-        })
-        .await?;
-    let (b_at, b_first) =
-        History::first_held_by(&versions, released_from, "b").context("b's first version")?;
-    let a_last = History::last_held_by(&versions, b_at, "a").context("a's last version")?;
-    let release = versions[..b_at]
-        .iter()
-        .rev()
-        .find(|v| v.holder.is_none())
-        .with_context(|| format!("no released version before b's: {versions:#?}"))?;
-    ensure!(
-        release.renewed()? >= a_last.renewed()?,
-        "a's last renewal must come before its release: {versions:#?}"
-    );
-    ensure!(
-        b_first.acquired()? < a_last.expires()?,
-        "b must take a released lease without waiting for it to expire: a renewed at {}, its \
-         lease ran to {}, b acquired at {}",
-        a_last.renewed()?,
-        a_last.expires()?,
-        b_first.acquired()?
-    );
-
-    // b stops renewing without releasing: c waits for the Lease to expire, then takes over.
-    let abandoned_from = history.versions().len();
-    drop(second);
-    let mut third = tokio::time::timeout(HANG, candidate(client, "c").acquire())
-        .await
-        .context("c must take over the abandoned lease once it expires")?;
-    ensure!(holder(leases).await? == (Some("c".into()), Some(2)));
-    let versions = history
-        .wait_for("c holding the lease", |vs| {
-            History::first_held_by(vs, abandoned_from, "c").map(|_| vs.to_vec())
-        })
-        .await?;
-    let (c_at, c_first) =
-        History::first_held_by(&versions, abandoned_from, "c").context("c's first version")?;
-    let b_last = History::last_held_by(&versions, c_at, "b").context("b's last version")?;
-    ensure!(
-        c_first.acquired()? >= claim_deadline(&b_last)?,
-        "c must wait for b's lease to expire: b last renewed at {}, its lease ran to {}, c \
-         acquired at {}",
-        b_last.renewed()?,
-        b_last.expires()?,
-        c_first.acquired()?
-    );
-
-    // Someone else writes itself into the Lease: c's next renewal sees it and c steps down
-    // without writing over it. c renews every 0.5 s, so the write may conflict with a
-    // renewal: re-read and retry.
-    let mut attempts = 0;
-    loop {
-        let mut lease = leases.get(LEASE).await?;
-        if let Some(spec) = lease.spec.as_mut() {
-            spec.holder_identity = Some("intruder".into());
-            spec.renew_time = Some(MicroTime(Timestamp::now()));
-        }
-        match leases.replace(LEASE, &PostParams::default(), &lease).await {
-            Ok(_) => break,
-            Err(kube::Error::Api(status)) if status.is_conflict() && attempts < 10 => {
-                attempts += 1;
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    tokio::time::timeout(HANG, third.lost())
-        .await
-        .context("c must notice that another identity holds the lease")?;
-    ensure!(holder(leases).await?.0.as_deref() == Some("intruder"));
-
-    // The intruder never renews; d takes over once its Lease expires.
-    let d = candidate(client, "d");
-    let mut fourth = tokio::time::timeout(HANG, d.acquire())
-        .await
-        .context("d must take over the intruder's expired lease")?;
-    let versions = history
-        .wait_for("d holding the lease", |vs| {
-            History::first_held_by(vs, c_at, "d").map(|_| vs.to_vec())
-        })
-        .await?;
-    let (d_at, d_first) =
-        History::first_held_by(&versions, c_at, "d").context("d's first version")?;
-    let intruder =
-        History::last_held_by(&versions, d_at, "intruder").context("the intruder's version")?;
-    let intruder_at = History::first_held_by(&versions, c_at, "intruder")
-        .context("the intruder's version")?
-        .0;
-    ensure!(
-        versions[intruder_at..d_at]
-            .iter()
-            .all(|v| v.held_by("intruder")),
-        "c must step down, not write over the intruder: {versions:#?}"
-    );
-    ensure!(
-        d_first.acquired()? >= claim_deadline(&intruder)?,
-        "d must wait for the intruder's lease to expire: it ran to {}, d acquired at {}",
-        intruder.expires()?,
-        d_first.acquired()?
-    );
-
-    // The API server freezes (SIGSTOP: connections hang, as behind a partition). d cannot
-    // renew, so it must step down before its lease could expire for anyone else: before its
-    // last successful renewal + the lease duration.
-    let frozen_at = Timestamp::now();
-    let frozen = Frozen::stop(cp.apiserver_pid()?)?;
-    tokio::time::timeout(HANG, fourth.lost())
-        .await
-        .context("d must step down when it cannot renew")?;
-    let stepped_down = Timestamp::now();
-
-    // Campaigning against the frozen server only logs and retries: d makes a whole attempt
-    // (it times out after the renew deadline) without acquiring anything.
-    let timed_out = "campaigning for the leader lease timed out";
-    let attempts_before = logs.count(timed_out);
-    let again = tokio::spawn(async move { d.acquire().await });
-    let deadline = tokio::time::Instant::now() + HANG;
-    while logs.count(timed_out) == attempts_before {
+        // The second campaigns; a keeps renewing for longer than a whole lease duration past the
+        // moment b started, and b never gets it.
+        let b_started = Timestamp::now();
+        let second = tokio::spawn({
+            let b = candidate(self.client, "b");
+            async move { b.acquire().await }
+        });
+        let full_lease_later = b_started.checked_add(SignedDuration::try_from(LEASE_DURATION)?)?;
+        self.history
+            .wait_for(
+                "a renewing a full lease duration after b began campaigning",
+                |vs| {
+                    vs.iter()
+                        .any(|v| v.held_by("a") && v.renewed.is_some_and(|r| r > full_lease_later))
+                        .then_some(())
+                },
+            )
+            .await?;
+        ensure!(!second.is_finished(), "b must not lead while a renews");
+        let versions = self.history.versions();
         ensure!(
-            tokio::time::Instant::now() < deadline,
-            "d's campaign against the frozen server never timed out"
+            versions.iter().all(|v| v.held_by("a")),
+            "nobody but a may hold the lease while a renews: {versions:#?}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    ensure!(
-        !again.is_finished(),
-        "nobody can acquire from a frozen server"
-    );
-    let thawed_at = Timestamp::now();
-    drop(frozen);
-    tokio::time::timeout(HANG, again)
-        .await
-        .context("d must lead again once the API server answers")??;
-    ensure!(holder(leases).await?.0.as_deref() == Some("d"));
+        ensure!(
+            tokio::time::timeout(Duration::from_millis(10), first.lost())
+                .await
+                .is_err(),
+            "a must still lead"
+        );
 
-    // Now that the server answers, the history holds what it stored before the freeze.
-    let versions = history
-        .wait_for("d's renewal after the thaw", |vs| {
-            vs.iter()
-                .any(|v| v.held_by("d") && v.renewed.is_some_and(|r| r >= thawed_at))
-                .then(|| vs.to_vec())
-        })
-        .await?;
-    let d_last = versions
-        .iter()
-        .rev()
-        .find(|v| v.held_by("d") && v.renewed.is_some_and(|r| r <= frozen_at))
-        .context("d's last renewal before the freeze")?;
-    ensure!(
-        stepped_down < d_last.expires()?,
-        "d must step down before its lease expires for others: last renewed at {}, lease ran \
-         to {}, stepped down at {stepped_down}",
-        d_last.renewed()?,
-        d_last.expires()?
-    );
-    Ok(())
+        Ok((first, second))
+    }
+
+    /// a releases: b takes the Lease at once.
+    async fn a_release_passes_at_once(
+        &self,
+        first: Leadership,
+        second: JoinHandle<Leadership>,
+    ) -> anyhow::Result<Leadership> {
+        // Released, the Lease is free at once: b takes it over before a's lease could have
+        // expired, i.e. because of the release and not by waiting for the expiry.
+        let released_from = self.history.versions().len();
+        first.release().await;
+        let second = tokio::time::timeout(HANG, second)
+            .await
+            .context("b must acquire the released lease")??;
+        ensure!(holder(self.leases).await? == (Some("b".into()), Some(1)));
+        let versions = self
+            .history
+            .wait_for("b holding the lease", |vs| {
+                History::first_held_by(vs, released_from, "b").map(|_| vs.to_vec())
+            })
+            .await?;
+        let (b_at, b_first) =
+            History::first_held_by(&versions, released_from, "b").context("b's first version")?;
+        let a_last = History::last_held_by(&versions, b_at, "a").context("a's last version")?;
+        let release = versions[..b_at]
+            .iter()
+            .rev()
+            .find(|v| v.holder.is_none())
+            .with_context(|| format!("no released version before b's: {versions:#?}"))?;
+        ensure!(
+            release.renewed()? >= a_last.renewed()?,
+            "a's last renewal must come before its release: {versions:#?}"
+        );
+        ensure!(
+            b_first.acquired()? < a_last.expires()?,
+            "b must take a released lease without waiting for it to expire: a renewed at {}, its \
+             lease ran to {}, b acquired at {}",
+            a_last.renewed()?,
+            a_last.expires()?,
+            b_first.acquired()?
+        );
+
+        Ok(second)
+    }
+
+    /// b stops renewing without releasing: c takes over once the Lease expired. Returns c's
+    /// leadership and the index of its first version in the history.
+    async fn an_abandoned_lease_passes_on_expiry(
+        &self,
+        second: Leadership,
+    ) -> anyhow::Result<(Leadership, usize)> {
+        // b stops renewing without releasing: c waits for the Lease to expire, then takes over.
+        let abandoned_from = self.history.versions().len();
+        drop(second);
+        let third = tokio::time::timeout(HANG, candidate(self.client, "c").acquire())
+            .await
+            .context("c must take over the abandoned lease once it expires")?;
+        ensure!(holder(self.leases).await? == (Some("c".into()), Some(2)));
+        let versions = self
+            .history
+            .wait_for("c holding the lease", |vs| {
+                History::first_held_by(vs, abandoned_from, "c").map(|_| vs.to_vec())
+            })
+            .await?;
+        let (c_at, c_first) =
+            History::first_held_by(&versions, abandoned_from, "c").context("c's first version")?;
+        let b_last = History::last_held_by(&versions, c_at, "b").context("b's last version")?;
+        ensure!(
+            c_first.acquired()? >= claim_deadline(&b_last)?,
+            "c must wait for b's lease to expire: b last renewed at {}, its lease ran to {}, c \
+             acquired at {}",
+            b_last.renewed()?,
+            b_last.expires()?,
+            c_first.acquired()?
+        );
+
+        Ok((third, c_at))
+    }
+
+    /// Someone else writes itself into the Lease: c steps down, d takes over on expiry.
+    async fn an_intruder_is_not_written_over(
+        &self,
+        mut third: Leadership,
+        c_at: usize,
+    ) -> anyhow::Result<(LeaderElection, Leadership)> {
+        // Someone else writes itself into the Lease: c's next renewal sees it and c steps down
+        // without writing over it. c renews every 0.5 s, so the write may conflict with a
+        // renewal: re-read and retry.
+        let mut attempts = 0;
+        loop {
+            let mut lease = self.leases.get(LEASE).await?;
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.holder_identity = Some("intruder".into());
+                spec.renew_time = Some(MicroTime(Timestamp::now()));
+            }
+            match self
+                .leases
+                .replace(LEASE, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => break,
+                Err(kube::Error::Api(status)) if status.is_conflict() && attempts < 10 => {
+                    attempts += 1;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        tokio::time::timeout(HANG, third.lost())
+            .await
+            .context("c must notice that another identity holds the lease")?;
+        ensure!(holder(self.leases).await?.0.as_deref() == Some("intruder"));
+
+        // The intruder never renews; d takes over once its Lease expires.
+        let d = candidate(self.client, "d");
+        let fourth = tokio::time::timeout(HANG, d.acquire())
+            .await
+            .context("d must take over the intruder's expired lease")?;
+        let versions = self
+            .history
+            .wait_for("d holding the lease", |vs| {
+                History::first_held_by(vs, c_at, "d").map(|_| vs.to_vec())
+            })
+            .await?;
+        let (d_at, d_first) =
+            History::first_held_by(&versions, c_at, "d").context("d's first version")?;
+        let intruder =
+            History::last_held_by(&versions, d_at, "intruder").context("the intruder's version")?;
+        let intruder_at = History::first_held_by(&versions, c_at, "intruder")
+            .context("the intruder's version")?
+            .0;
+        ensure!(
+            versions[intruder_at..d_at]
+                .iter()
+                .all(|v| v.held_by("intruder")),
+            "c must step down, not write over the intruder: {versions:#?}"
+        );
+        ensure!(
+            d_first.acquired()? >= claim_deadline(&intruder)?,
+            "d must wait for the intruder's lease to expire: it ran to {}, d acquired at {}",
+            intruder.expires()?,
+            d_first.acquired()?
+        );
+
+        Ok((d, fourth))
+    }
+
+    /// The API server freezes: d steps down before its Lease could expire for anyone else, and
+    /// leads again once the server answers.
+    async fn a_leader_cut_off_steps_down_in_time(
+        &self,
+        d: LeaderElection,
+        mut fourth: Leadership,
+    ) -> anyhow::Result<()> {
+        // The API server freezes (SIGSTOP: connections hang, as behind a partition). d cannot
+        // renew, so it must step down before its lease could expire for anyone else: before its
+        // last successful renewal + the lease duration.
+        let frozen_at = Timestamp::now();
+        let frozen = Frozen::stop(self.cp.apiserver_pid()?)?;
+        tokio::time::timeout(HANG, fourth.lost())
+            .await
+            .context("d must step down when it cannot renew")?;
+        let stepped_down = Timestamp::now();
+
+        // Campaigning against the frozen server only logs and retries: d makes a whole attempt
+        // (it times out after the renew deadline) without acquiring anything.
+        let timed_out = "campaigning for the leader lease timed out";
+        let attempts_before = self.logs.count(timed_out);
+        let again = tokio::spawn(async move { d.acquire().await });
+        let deadline = tokio::time::Instant::now() + HANG;
+        while self.logs.count(timed_out) == attempts_before {
+            ensure!(
+                tokio::time::Instant::now() < deadline,
+                "d's campaign against the frozen server never timed out"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        ensure!(
+            !again.is_finished(),
+            "nobody can acquire from a frozen server"
+        );
+        let thawed_at = Timestamp::now();
+        drop(frozen);
+        tokio::time::timeout(HANG, again)
+            .await
+            .context("d must lead again once the API server answers")??;
+        ensure!(holder(self.leases).await?.0.as_deref() == Some("d"));
+
+        // Now that the server answers, the history holds what it stored before the freeze.
+        let versions = self
+            .history
+            .wait_for("d's renewal after the thaw", |vs| {
+                vs.iter()
+                    .any(|v| v.held_by("d") && v.renewed.is_some_and(|r| r >= thawed_at))
+                    .then(|| vs.to_vec())
+            })
+            .await?;
+        let d_last = versions
+            .iter()
+            .rev()
+            .find(|v| v.held_by("d") && v.renewed.is_some_and(|r| r <= frozen_at))
+            .context("d's last renewal before the freeze")?;
+        ensure!(
+            stepped_down < d_last.expires()?,
+            "d must step down before its lease expires for others: last renewed at {}, lease ran \
+             to {}, stepped down at {stepped_down}",
+            d_last.renewed()?,
+            d_last.expires()?
+        );
+        Ok(())
+    }
 }
 
 /// The earliest acquireTime a candidate may write when it takes over `held` once expired.

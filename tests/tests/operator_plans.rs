@@ -263,10 +263,30 @@ fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
     });
     bed.apply(&manifest.to_string())?;
     let id = plan_id(&pending(bed, "Create")?)?;
+    wait_for_the_policy(bed)?;
+    expect_only_approvers_approve(bed, &id)?;
 
-    // The policy takes a moment to reach the API server's admission. Probe on the
-    // ProviderConfig (a kraken.dev object the operator ignores annotations of), naming someone
-    // else each time (a repeat of the same value would be no change, and admitted).
+    approve_as(bed, "alice", &id, "alice").map_err(anyhow::Error::msg)?;
+    let obj = bed.wait_reconciled("web", CONVERGE)?;
+    ensure!(ops(bed)? == ["create web"], "{:?}", ops(bed)?);
+    let applied = bed.wait_event("web", "PlanApplied", CONVERGE)?;
+    ensure!(
+        applied.contains(&format!("applied plan {id} (Create), approved by alice")),
+        "{applied}"
+    );
+    ensure!(
+        obj["status"]["lastAppliedPlan"]["approvedBy"] == "alice",
+        "{}",
+        obj["status"]
+    );
+    expect_drift_held(bed, &obj)?;
+    expect_delete_held(bed)
+}
+
+/// The policy takes a moment to reach the API server's admission. Probe on the
+/// ProviderConfig (a kraken.dev object the operator ignores annotations of), naming someone
+/// else each time (a repeat of the same value would be no change, and admitted).
+fn wait_for_the_policy(bed: &FixtureBed) -> anyhow::Result<()> {
     let mut probe = 0;
     kraken_tests::wait_for(CONVERGE, "the approval policy in force", || {
         probe += 1;
@@ -284,17 +304,20 @@ fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
             anyhow::bail!("admitted approved-by={by} from another user");
         }
         Ok(Some(()))
-    })?;
-    // A user may only name themself.
-    let forged = approve_as(bed, "alice", &id, "bob")
+    })
+}
+
+/// A user may only name themself, and editing the object is not enough to approve its plan
+/// `id`: nothing is applied.
+fn expect_only_approvers_approve(bed: &FixtureBed, id: &str) -> anyhow::Result<()> {
+    let forged = approve_as(bed, "alice", id, "bob")
         .err()
         .unwrap_or_default();
     ensure!(
         forged.contains("your own user name (alice)"),
         "alice approved in bob's name: {forged}"
     );
-    // Editing the object is not enough to approve its plan.
-    let refused = approve_as(bed, "mallory", &id, "mallory")
+    let refused = approve_as(bed, "mallory", id, "mallory")
         .err()
         .unwrap_or_default();
     ensure!(
@@ -307,22 +330,11 @@ fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
         "applied without approval: {:?}",
         ops(bed)?
     );
+    Ok(())
+}
 
-    approve_as(bed, "alice", &id, "alice").map_err(anyhow::Error::msg)?;
-    let obj = bed.wait_reconciled("web", CONVERGE)?;
-    ensure!(ops(bed)? == ["create web"], "{:?}", ops(bed)?);
-    let applied = bed.wait_event("web", "PlanApplied", CONVERGE)?;
-    ensure!(
-        applied.contains(&format!("applied plan {id} (Create), approved by alice")),
-        "{applied}"
-    );
-    ensure!(
-        obj["status"]["lastAppliedPlan"]["approvedBy"] == "alice",
-        "{}",
-        obj["status"]
-    );
-
-    // Drift is held, not reverted, and names what drifted.
+/// Drift is held, not reverted, and names what drifted; approved, it is put back.
+fn expect_drift_held(bed: &FixtureBed, obj: &Value) -> anyhow::Result<()> {
     let external = obj["status"]["externalId"]
         .as_str()
         .unwrap_or_default()
@@ -349,8 +361,11 @@ fn approvers(bed: &mut FixtureBed) -> anyhow::Result<()> {
         }
         anyhow::bail!("{ops:?}")
     })?;
+    Ok(())
+}
 
-    // A delete waits for its own approval; force-delete does not skip it.
+/// A delete waits for its own approval; force-delete does not skip it.
+fn expect_delete_held(bed: &FixtureBed) -> anyhow::Result<()> {
     bed.cp
         .kubectl(&["delete", OBJECTS, "web", "-n", &bed.ns, "--wait=false"])?;
     bed.cp.kubectl(&[

@@ -89,35 +89,7 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
     let result = (|| {
         b.wait_ready(Duration::from_secs(60))?;
         c.wait_ready(Duration::from_secs(60))?;
-        // Each apply takes a while, so creates and changes are in flight when a replica dies.
-        bed.apply_provider_config("default", json!({"applyDelayMs": 30}))?;
-        let docs: Vec<Value> = (0..N)
-            .map(|i| {
-                object_manifest(
-                    &bed.ns,
-                    &name(i),
-                    json!({"forProvider": {"name": name(i), "size": 1}}),
-                )
-            })
-            .collect();
-        let started = Instant::now();
-        bed.apply(&yaml_documents(&docs))?;
-        let shares = settled(&[&bed.op, &b, &c], 3)?;
-        eprintln!("shares of 3 replicas: {shares:?}");
-        wait_for(Duration::from_secs(180), "a third of the creates", || {
-            Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
-        })?;
-        eprintln!("{} killing replica-c", clock_now());
-        c.kill()?;
-        let killed = Instant::now();
-        let shares = settled(&[&bed.op, &b], 2)?;
-        eprintln!(
-            "replica-c killed: a and b settled on {shares:?} after {:.1} s",
-            killed.elapsed().as_secs_f64()
-        );
-        all_converged(&bed, 1)?;
-        eprintln!("created {N} in {:.1} s", started.elapsed().as_secs_f64());
-
+        create_while_one_dies(&bed, &b, &mut c)?;
         // Changes: replica-d joins a quarter in, replica-a dies half-way.
         let names: Vec<String> = (0..N).map(name).collect();
         for (i, chunk) in names.chunks(50).enumerate() {
@@ -142,31 +114,68 @@ fn three_replicas_share_the_work_and_survive_kills_and_joins() -> anyhow::Result
             let processes = op.metric("kraken_provider_processes")?;
             ensure!(processes >= 1.0, "{label} runs no provider process");
         }
-
-        // Scaled down: replica-d leaves the ring on SIGTERM (its Lease deleted), so replica-b
-        // takes everything at once instead of after a lease duration.
-        eprintln!("{} terminating replica-d", clock_now());
-        let leaving = Instant::now();
-        d.terminate(Duration::from_secs(60))?;
-        wait_for(LEASE * 2, "replica-b alone in the ring", || {
-            Ok((b.metric("kraken_shard_members").unwrap_or(0.0) == 1.0).then_some(()))
-        })?;
-        let handover = leaving.elapsed();
-        let shares = settled(&[&b], 1)?;
-        eprintln!(
-            "replica-d terminated: replica-b holds {shares:?} {:.1} s after SIGTERM",
-            handover.as_secs_f64()
-        );
-        ensure!(
-            handover < LEASE,
-            "a graceful leave took {handover:?}, as long as a lease"
-        );
-
+        leave_gracefully(&b, d)?;
         exactly_once(&bed)
     })();
     let mut more = vec![("replica-b", &b), ("replica-c", &c)];
     more.extend(d.as_ref().map(|d| ("replica-d", d)));
     bed.finish_with(result, &more)
+}
+
+/// The N objects created by three replicas (the bed's, `b` and `c`), `c` killed a third of
+/// the way in: the two left settle on the work and converge.
+fn create_while_one_dies(bed: &FixtureBed, b: &Operator, c: &mut Operator) -> anyhow::Result<()> {
+    // Each apply takes a while, so creates and changes are in flight when a replica dies.
+    bed.apply_provider_config("default", json!({"applyDelayMs": 30}))?;
+    let docs: Vec<Value> = (0..N)
+        .map(|i| {
+            object_manifest(
+                &bed.ns,
+                &name(i),
+                json!({"forProvider": {"name": name(i), "size": 1}}),
+            )
+        })
+        .collect();
+    let started = Instant::now();
+    bed.apply(&yaml_documents(&docs))?;
+    let shares = settled(&[&bed.op, b, c], 3)?;
+    eprintln!("shares of 3 replicas: {shares:?}");
+    wait_for(Duration::from_secs(180), "a third of the creates", || {
+        Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
+    })?;
+    eprintln!("{} killing replica-c", clock_now());
+    c.kill()?;
+    let killed = Instant::now();
+    let shares = settled(&[&bed.op, b], 2)?;
+    eprintln!(
+        "replica-c killed: a and b settled on {shares:?} after {:.1} s",
+        killed.elapsed().as_secs_f64()
+    );
+    all_converged(bed, 1)?;
+    eprintln!("created {N} in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Scaled down: replica-d leaves the ring on SIGTERM (its Lease deleted), so replica-b takes
+/// everything at once instead of after a lease duration.
+fn leave_gracefully(b: &Operator, d: &mut Operator) -> anyhow::Result<()> {
+    eprintln!("{} terminating replica-d", clock_now());
+    let leaving = Instant::now();
+    d.terminate(Duration::from_secs(60))?;
+    wait_for(LEASE * 2, "replica-b alone in the ring", || {
+        Ok((b.metric("kraken_shard_members").unwrap_or(0.0) == 1.0).then_some(()))
+    })?;
+    let handover = leaving.elapsed();
+    let shares = settled(&[b], 1)?;
+    eprintln!(
+        "replica-d terminated: replica-b holds {shares:?} {:.1} s after SIGTERM",
+        handover.as_secs_f64()
+    );
+    ensure!(
+        handover < LEASE,
+        "a graceful leave took {handover:?}, as long as a lease"
+    );
+    Ok(())
 }
 
 /// The ledger shows one create and one update per object; if not, the error says which

@@ -111,12 +111,7 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
     let bed = FixtureBed::start("tenant-rotate", OperatorOptions::default())?;
     let result = (|| {
         let ns = bed.ns.clone();
-        let secret = |token: &str| {
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "fixture-token", "namespace": ns},
-                   "stringData": {"token": token}})
-            .to_string()
-        };
+        let secret = |token: &str| token_secret(&ns, token);
         let pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
             "metadata": {"name": "rotating", "namespace": ns},
             "spec": {"source": "registry.kraken.dev/kraken/fixture",
@@ -139,20 +134,7 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
         );
 
         // The Secret it reads is held for it (docs/operator.md, "Deleting configuration").
-        let held_by = |want: bool| -> anyhow::Result<()> {
-            kraken_tests::wait_for(CONVERGE, "the token Secret's finalizer", || {
-                let s = bed.cp.get_json(&ns, "secrets", "fixture-token")?;
-                let held = s["metadata"]["finalizers"]
-                    .as_array()
-                    .is_some_and(|f| f.iter().any(|f| f == "kraken.dev/providerconfig-rotating"));
-                if held == want {
-                    Ok(Some(()))
-                } else {
-                    anyhow::bail!("finalizers {}", s["metadata"]["finalizers"])
-                }
-            })
-        };
-        held_by(true)?;
+        held_by(&bed, true)?;
 
         // Rotate: same ProviderConfig, same generation, a new Secret value.
         bed.apply(&secret("token-v2"))?;
@@ -183,7 +165,7 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
             "--wait=true",
             "--timeout=60s",
         ])?;
-        held_by(false)?;
+        held_by(&bed, false)?;
         bed.apply(&secret("token-v3"))?;
         bed.apply(&pc)?;
         bed.apply_object("rotated", spec(3))?;
@@ -196,6 +178,30 @@ fn rotated_credentials_and_recreated_configs_get_a_fresh_process() -> anyhow::Re
         Ok(())
     })();
     bed.finish(result)
+}
+
+/// The Secret `fixture-token` in `ns` holding `token`.
+fn token_secret(ns: &str, token: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "fixture-token", "namespace": ns},
+           "stringData": {"token": token}})
+    .to_string()
+}
+
+/// Waits until the token Secret is held (`want`) for the ProviderConfig `rotating` by its
+/// finalizer, or no longer is.
+fn held_by(bed: &FixtureBed, want: bool) -> anyhow::Result<()> {
+    kraken_tests::wait_for(CONVERGE, "the token Secret's finalizer", || {
+        let s = bed.cp.get_json(&bed.ns, "secrets", "fixture-token")?;
+        let held = s["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "kraken.dev/providerconfig-rotating"));
+        if held == want {
+            Ok(Some(()))
+        } else {
+            anyhow::bail!("finalizers {}", s["metadata"]["finalizers"])
+        }
+    })
 }
 
 /// The Synced condition's message of Object `name` once it contains `text`.

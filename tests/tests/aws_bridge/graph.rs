@@ -7,8 +7,30 @@ use serde_json::{Value, json};
 const TRUST: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
 pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
-    let bucket = bucket.to_owned();
-    let mut docs = vec![
+    let mut docs = network(ns);
+    docs.extend(access(ns, bucket));
+    docs.extend(services(ns));
+    docs.extend(compute(ns));
+    // Data sources read again every 10 s rather than use the drift interval.
+    for d in &mut docs {
+        if d["apiVersion"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("data."))
+        {
+            let spec = &mut d["spec"];
+            if let Some(s) = spec.as_object_mut() {
+                s.remove("driftInterval");
+                s.insert("refreshInterval".into(), json!("10s"));
+            }
+        }
+    }
+    docs
+}
+
+/// The data sources the network reads, a VPC, a subnet in its first zone, a security group
+/// with an ingress rule, an internet gateway and a route table associated with the subnet.
+fn network(ns: &str) -> Vec<Value> {
+    vec![
         obj(
             ns,
             &ZONES,
@@ -84,13 +106,61 @@ pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
                 from("routeTableId", "RouteTable", "rt", "id")
             ]),
         ),
+    ]
+}
+
+/// The bucket's versioning and policy, and a role whose ARN goes into two policy documents:
+/// one the role may pass itself (a managed policy and an inline one), one that lets the role
+/// read the bucket.
+fn access(ns: &str, bucket: &str) -> Vec<Value> {
+    let mut docs = role_and_its_policies(ns);
+    docs.extend([
         obj(
             ns,
             &VERSIONING,
             "data",
             json!({"versioningConfiguration": [{"status": "Enabled"}]}),
-            json!([lit("bucket", &bucket)]),
+            json!([lit("bucket", bucket)]),
         ),
+        obj(
+            ns,
+            &DOC,
+            "read-bucket",
+            json!({}),
+            json!([
+                lit("statement.0.effect", "Allow"),
+                lit("statement.0.actions.0", "s3:GetObject"),
+                lit("statement.0.principals.0.type", "AWS"),
+                from(
+                    "statement.0.principals.0.identifiers.0",
+                    "IamRole",
+                    "app",
+                    "arn"
+                ),
+                lit(
+                    "statement.0.resources.0",
+                    &format!("arn:aws:s3:::{bucket}/*")
+                )
+            ]),
+        ),
+        obj(
+            ns,
+            &BUCKET_POLICY,
+            "data",
+            json!({}),
+            json!([
+                lit("bucket", bucket),
+                from("policy", "DataIamPolicyDocument", "read-bucket", "json")
+            ]),
+        ),
+    ]);
+    docs
+}
+
+/// The role, the document naming what it may pass, a managed policy of it attached to the
+/// role, and an inline role policy of it.
+fn role_and_its_policies(ns: &str) -> Vec<Value> {
+    vec![
         obj(
             ns,
             &ROLE,
@@ -112,27 +182,6 @@ pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
                 lit("statement.0.effect", "Allow"),
                 lit("statement.0.actions.0", "iam:PassRole"),
                 from("statement.0.resources.0", "IamRole", "app", "arn")
-            ]),
-        ),
-        obj(
-            ns,
-            &DOC,
-            "read-bucket",
-            json!({}),
-            json!([
-                lit("statement.0.effect", "Allow"),
-                lit("statement.0.actions.0", "s3:GetObject"),
-                lit("statement.0.principals.0.type", "AWS"),
-                from(
-                    "statement.0.principals.0.identifiers.0",
-                    "IamRole",
-                    "app",
-                    "arn"
-                ),
-                lit(
-                    "statement.0.resources.0",
-                    &format!("arn:aws:s3:::{bucket}/*")
-                )
             ]),
         ),
         obj(
@@ -162,16 +211,12 @@ pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
                 from("policyArn", "IamPolicy", "pass", "arn")
             ]),
         ),
-        obj(
-            ns,
-            &BUCKET_POLICY,
-            "data",
-            json!({}),
-            json!([
-                lit("bucket", &bucket),
-                from("policy", "DataIamPolicyDocument", "read-bucket", "json")
-            ]),
-        ),
+    ]
+}
+
+/// A queue subscribed to a topic, a table and a key.
+fn services(ns: &str) -> Vec<Value> {
+    vec![
         obj(
             ns,
             &QUEUE,
@@ -201,7 +246,7 @@ pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
             &TABLE,
             "items",
             json!({"name": "kraken-items", "billingMode": "PAY_PER_REQUEST", "hashKey": "id",
-                   "attribute": [{"name": "id", "type": "S"}]}),
+               "attribute": [{"name": "id", "type": "S"}]}),
             json!([]),
         ),
         obj(
@@ -211,6 +256,13 @@ pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
             json!({"description": "kraken key", "deletionWindowInDays": 7}),
             json!([]),
         ),
+    ]
+}
+
+/// A bridged instance and a native EC2Instance in the bridged subnet, and a ConfigExport of
+/// the queue's URL and the account id.
+fn compute(ns: &str) -> Vec<Value> {
+    vec![
         obj(
             ns,
             &INSTANCE,
@@ -223,28 +275,14 @@ pub fn graph(ns: &str, bucket: &str) -> Vec<Value> {
         ),
         // The native path beside the bridge, in the bridged subnet.
         json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
-               "metadata": {"name": "native", "namespace": ns},
-               "spec": {"awsConfigRef": {"name": "moto"}, "imageId": AMI, "instanceType": "t3.micro",
-                        "valuesFrom": [{"path": "subnetId", "resource": {"kind": "Subnet", "name": "app", "path": "id"}}]}}),
+           "metadata": {"name": "native", "namespace": ns},
+           "spec": {"awsConfigRef": {"name": "moto"}, "imageId": AMI, "instanceType": "t3.micro",
+                    "valuesFrom": [{"path": "subnetId", "resource": {"kind": "Subnet", "name": "app", "path": "id"}}]}}),
         json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ConfigExport",
         "metadata": {"name": "app-config", "namespace": ns},
         "spec": {"target": {"kind": "ConfigMap", "name": "app-config"}, "data": [
             {"key": "queueUrl", "resource": {"kind": "SqsQueue", "name": "jobs", "path": "url"}},
             {"key": "account", "resource": {"kind": "DataCallerIdentity", "name": "me", "path": "accountId"}},
         ]}}),
-    ];
-    // Data sources read again every 10 s rather than use the drift interval.
-    for d in &mut docs {
-        if d["apiVersion"]
-            .as_str()
-            .is_some_and(|a| a.starts_with("data."))
-        {
-            let spec = &mut d["spec"];
-            if let Some(s) = spec.as_object_mut() {
-                s.remove("driftInterval");
-                s.insert("refreshInterval".into(), json!("10s"));
-            }
-        }
-    }
-    docs
+    ]
 }

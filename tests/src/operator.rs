@@ -84,7 +84,7 @@ impl Default for OperatorOptions {
     fn default() -> Self {
         Self {
             label: "main".to_string(),
-            rust_log: "info,kraken_bridge=debug".to_string(),
+            rust_log: "info,kraken=debug".to_string(),
             env: Vec::new(),
             args: Vec::new(),
             leader_elect: true,

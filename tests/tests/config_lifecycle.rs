@@ -52,7 +52,7 @@ impl Bed {
         let mut op = Operator::start(
             &cp,
             OperatorOptions {
-                rust_log: "info,kraken_bridge=debug,kraken_bridge::provider=info".into(),
+                rust_log: "info,kraken=debug,kraken_provider=info".into(),
                 leader_elect: false,
                 env: kraken_tests::moto::operator_env()?,
                 args: vec![

@@ -37,7 +37,7 @@ struct Ec2Bed {
 impl Ec2Bed {
     fn start(name: &str) -> anyhow::Result<Self> {
         let opts = OperatorOptions {
-            rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
+            rust_log: "info,kraken=debug,kraken_provider::launch=info".into(),
             env: kraken_tests::moto::operator_env()?,
             // moto (and the tests' closed ports and delay proxies) on loopback; the operator
             // lends no credentials of its own.

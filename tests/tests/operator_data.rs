@@ -36,7 +36,7 @@ fn ledger_ops(bed: &FixtureBed) -> anyhow::Result<Vec<String>> {
 #[test]
 fn data_sources_read_refresh_feed_others_and_never_write() -> anyhow::Result<()> {
     let opts = OperatorOptions {
-        rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
+        rust_log: "info,kraken=debug,kraken_provider::launch=info".into(),
         ..OperatorOptions::default()
     };
     let mut bed = FixtureBed::start("data", opts)?;

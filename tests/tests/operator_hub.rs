@@ -25,7 +25,7 @@ fn run(
     scenario: impl FnOnce(&mut FixtureBed) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let opts = OperatorOptions {
-        rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
+        rust_log: "info,kraken=debug,kraken_provider::launch=info".into(),
         ..OperatorOptions::default()
     };
     let mut bed = FixtureBed::start(name, opts)?;

@@ -220,7 +220,7 @@ async fn holder(leases: &Api<Lease>) -> anyhow::Result<(Option<String>, Option<i
 fn lease_has_one_holder_and_passes_on_release_and_expiry() -> anyhow::Result<()> {
     let logs = Logs::default();
     let _ = tracing_subscriber::registry()
-        .with(tracing_subscriber::EnvFilter::new("kraken_bridge=debug"))
+        .with(tracing_subscriber::EnvFilter::new("kraken=debug"))
         .with(tracing_subscriber::fmt::layer().with_test_writer())
         .with(logs.clone())
         .try_init();

@@ -37,7 +37,7 @@ impl AwsBed {
         kinds: (&[&str], &[&str]),
     ) -> anyhow::Result<Self> {
         let opts = OperatorOptions {
-            rust_log: "info,kraken_bridge=debug,kraken_bridge::provider::launch=info".into(),
+            rust_log: "info,kraken=debug,kraken_provider::launch=info".into(),
             leader_elect,
             ..OperatorOptions::default()
         };

@@ -18,7 +18,7 @@ use super::{
 #[test]
 fn sensitive_values_stay_out_of_status_events_and_logs() -> anyhow::Result<()> {
     let opts = OperatorOptions {
-        rust_log: "info,kraken_bridge=trace".to_string(),
+        rust_log: "info,kraken=trace".to_string(),
         ..OperatorOptions::default()
     };
     run("sensitive", opts, |bed| {

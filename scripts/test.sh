@@ -2,7 +2,8 @@
 # Kraken's one test command: installs the real test peers (cached under ~/.cache/kraken-testenv),
 # then checks formatting and lints and runs every test in the workspace — unit tests, the
 # provider-level tests against real provider binaries, and the end-to-end tests against a real
-# kube-apiserver + etcd, moto and the hashicorp/aws provider.
+# kube-apiserver + etcd, moto and the hashicorp/aws provider; then every benchmark once at a tiny
+# size (scripts/bench-smoke.sh), so a broken benchmark fails.
 #
 # The hashicorp/aws build is the long pole of a cold run (about 23 minutes of 2 cores cold), so it
 # starts first, in the background, and everything up to compiling the tests runs beside it at a
@@ -56,3 +57,6 @@ scripts/testenv.sh install
 
 step "cargo test"
 cargo test --workspace --locked --no-fail-fast
+
+step "every benchmark once at a tiny size (scripts/bench-smoke.sh)"
+scripts/bench-smoke.sh

@@ -2,7 +2,8 @@
 # Kraken's one test command: installs the real test peers (cached under ~/.cache/kraken-testenv),
 # then checks formatting and lints and runs every test in the workspace — unit tests, the
 # provider-level tests against real provider binaries, and the end-to-end tests against a real
-# kube-apiserver + etcd, moto and the hashicorp/aws provider.
+# kube-apiserver + etcd, moto and the hashicorp/aws provider; then every benchmark once at a tiny
+# size (scripts/bench-smoke.sh), so a broken benchmark fails.
 #
 # The hashicorp/aws build is the long pole of a cold run (about 23 minutes of 2 cores cold), so it
 # starts first, in the background, and everything up to compiling the tests runs beside it at a
@@ -58,3 +59,6 @@ step "cargo test, the test binaries side by side (scripts/lib/run_tests.py)"
 # What `cargo test --workspace` runs, several binaries at once: most end-to-end tests wait on a
 # control plane or a provider, so one binary at a time left the cores idle.
 python3 scripts/lib/run_tests.py --log-dir "${CARGO_TARGET_DIR:-target}/test-logs" -- --workspace --locked
+
+step "every benchmark once at a tiny size (scripts/bench-smoke.sh)"
+scripts/bench-smoke.sh

@@ -273,3 +273,39 @@ fn test_only_items_are_left_out_wherever_they_stand() {
         ["fn a() {}", "fn b() {", "}", "fn d() {}"]
     );
 }
+
+/// The benchmarks (`tests/benches`) are held to the same limits: they are read as often as the
+/// code they measure. Apart from [`sources`], which leaves out every `tests` directory.
+#[test]
+fn benchmarks_stay_short() {
+    let root = workspace();
+    let mut paths = Vec::new();
+    collect(&root.join("tests/benches"), &mut paths);
+    assert!(paths.len() >= 11, "found only {} bench files", paths.len());
+    let mut problems = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).expect("read bench");
+        let lines = production_lines(&text);
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        if lines.len() > MAX_FILE_LINES {
+            problems.push(format!(
+                "{rel}: {} lines (limit {MAX_FILE_LINES})",
+                lines.len()
+            ));
+        }
+        for (line, name, len) in long_functions(&lines) {
+            problems.push(format!(
+                "{rel}:{line}: fn {name} is {len} lines (limit {MAX_FN_LINES})"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "split these by responsibility:\n{}",
+        problems.join("\n")
+    );
+}

@@ -9,7 +9,9 @@
 //!    until every CRD is Established and the API server's RSS growth per CRD.
 //!
 //! Sections can be selected by name: `-- generate` or `-- install`. Knob: `KRAKEN_BENCH_REPS`
-//! (codegen repetitions, default 5).
+//! (codegen repetitions, default 5). `KRAKEN_BENCH_SMOKE=1`: one repetition over the 20
+//! smallest-named types (the schema still read whole), and installs of 5 and 20 CRDs with a
+//! second of settling instead of 10.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_codegen::{Options, generate, write_dir};
+use kraken_tests::bench::{knob, smoke};
 use kraken_tests::{ControlPlane, repo_root};
 
 /// The allocator the `kraken` binary ships with, so `generate()` is measured as users run it.
@@ -39,56 +42,103 @@ fn load_aws() -> anyhow::Result<(String, kraken_codegen::schema::ProviderSchema)
         .context("no provider in the AWS schema file")
 }
 
-fn bench_generate() -> anyhow::Result<()> {
-    let reps: usize = std::env::var("KRAKEN_BENCH_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let (address, schema) = load_aws()?;
-    let mut times = Vec::new();
-    let mut last = None;
-    for _ in 0..reps {
-        let started = Instant::now();
-        let generated = generate(&address, &schema, &Options::default())?;
-        times.push(started.elapsed());
-        last = Some(generated);
-    }
-    times.sort();
-    let generated = last.context("no run")?;
-    let median = times[times.len() / 2];
-    let largest = generated
-        .crds
-        .iter()
-        .max_by_key(|c| c.json_bytes)
-        .context("no CRDs")?;
-    let total: usize = generated.crds.iter().map(|c| c.json_bytes).sum();
+/// The `k` smallest-named resource types (shortest first), as `generate` and the CLI take them.
+fn smallest(schema: &kraken_codegen::schema::ProviderSchema, k: usize) -> Vec<String> {
+    let mut types: Vec<&String> = schema.resources.keys().collect();
+    types.sort_by_key(|t| (t.len(), t.as_str()));
+    types.iter().take(k).map(|t| t.to_string()).collect()
+}
 
-    // Peak memory of the whole CLI run (read + parse + generate + write), as a user runs it.
+/// Peak memory of the whole CLI run (read + parse + generate + write), as a user runs it:
+/// its wall time and the summary it prints (which reports its own VmHWM).
+fn cli_run(only: &[String]) -> anyhow::Result<(Duration, String)> {
     let out = tempfile::tempdir()?;
     let kraken = kraken_tests::kraken_bin()?;
     let started = Instant::now();
-    let cli = std::process::Command::new(&kraken)
-        .args(["codegen", "--schema"])
+    let mut cmd = std::process::Command::new(&kraken);
+    cmd.args(["codegen", "--schema"])
         .arg(aws_schema_path())
         .arg("--out")
-        .arg(out.path())
-        .output()?;
+        .arg(out.path());
+    if !only.is_empty() {
+        cmd.arg("--resources").arg(only.join(","));
+    }
+    let cli = cmd.output()?;
     let cli_time = started.elapsed();
     ensure!(
         cli.status.success(),
         "kraken codegen failed: {}",
         String::from_utf8_lossy(&cli.stderr)
     );
-    let summary = String::from_utf8_lossy(&cli.stdout);
+    Ok((cli_time, String::from_utf8_lossy(&cli.stdout).into_owned()))
+}
 
-    println!(
-        "\n### Codegen of the full AWS schema ({} resource types)\n",
+fn bench_generate() -> anyhow::Result<()> {
+    let reps: usize = knob("KRAKEN_BENCH_REPS", 5, 1)?;
+    ensure!(reps > 0, "KRAKEN_BENCH_REPS must be at least 1");
+    let (address, schema) = load_aws()?;
+    // Empty: every type.
+    let only = if smoke() {
+        smallest(&schema, 20)
+    } else {
+        Vec::new()
+    };
+    let opts = Options {
+        resources: only.clone(),
+        ..Default::default()
+    };
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..reps {
+        let started = Instant::now();
+        let generated = generate(&address, &schema, &opts)?;
+        times.push(started.elapsed());
+        last = Some(generated);
+    }
+    times.sort();
+    let generated = last.context("no run")?;
+    let asked = if only.is_empty() {
         schema.resources.len()
+    } else {
+        only.len()
+    };
+    ensure!(
+        generated.crds.len() + generated.report.errors.len() == asked,
+        "{} CRDs and {} errors for {asked} types",
+        generated.crds.len(),
+        generated.report.errors.len()
     );
+    let cli = cli_run(&only)?;
+    println!(
+        "\n### Codegen of the full AWS schema ({} resource types{})\n",
+        schema.resources.len(),
+        if only.is_empty() {
+            String::new()
+        } else {
+            format!("; smoke run: {} of them", only.len())
+        }
+    );
+    print_generated(&generated, &times, cli)
+}
+
+/// The table of one `generate()` (its `times`, sorted) and the CLI's run.
+fn print_generated(
+    generated: &kraken_codegen::Generated,
+    times: &[Duration],
+    (cli_time, summary): (Duration, String),
+) -> anyhow::Result<()> {
+    let median = times.get(times.len() / 2).copied().context("no run")?;
+    let largest = generated
+        .crds
+        .iter()
+        .max_by_key(|c| c.json_bytes)
+        .context("no CRDs")?;
+    let total: usize = generated.crds.iter().map(|c| c.json_bytes).sum();
     println!("| measure | value |");
     println!("|---|---|");
     println!(
-        "| `generate()` wall time, median of {reps} | {:.3} s |",
+        "| `generate()` wall time, median of {} | {:.3} s |",
+        times.len(),
         median.as_secs_f64()
     );
     println!(
@@ -134,19 +184,23 @@ fn install_dir(cp: &ControlPlane, dir: &Path, count: usize) -> anyhow::Result<Du
 
 /// RSS after the API server settles (it keeps building OpenAPI and discovery for a while).
 fn settled_rss(cp: &ControlPlane) -> anyhow::Result<u64> {
-    std::thread::sleep(Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(if smoke() { 1 } else { 10 }));
     cp.apiserver_rss()
 }
 
 fn bench_install() -> anyhow::Result<()> {
     let (address, schema) = load_aws()?;
-    let mut types: Vec<&String> = schema.resources.keys().collect();
-    types.sort_by_key(|t| (t.len(), t.as_str()));
-    let few: Vec<String> = types.iter().take(20).map(|t| t.to_string()).collect();
+    let few = smallest(&schema, 20);
     println!("\n### Installing AWS CRDs into a real kube-apiserver (server-side apply)\n");
     println!("| CRDs | time to all Established | API server RSS before | after | growth per CRD |");
     println!("|---|---|---|---|---|");
-    for subset in [Some(few), None] {
+    // All of them takes five minutes: the smoke run installs 5, then 20.
+    let subsets = if smoke() {
+        [Some(smallest(&schema, 5)), Some(few)]
+    } else {
+        [Some(few), None]
+    };
+    for subset in subsets {
         let opts = Options {
             resources: subset.clone().unwrap_or_default(),
             ..Default::default()
@@ -172,6 +226,7 @@ fn bench_install() -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
+    kraken_tests::bench::knobs::start("codegen")?;
     if !aws_schema_path().exists() {
         bail!(
             "{} is missing; run scripts/aws-schema.sh",

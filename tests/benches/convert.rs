@@ -8,40 +8,54 @@
 //!   (each object imported through the provider, read and planned: N unchanged), beside
 //!   `terraform plan` over the same state (refresh and plan: "No changes").
 //!
-//! Knobs: `KRAKEN_BENCH_CONVERT_N` (1000), `KRAKEN_BENCH_RUNS` (3, interleaved; medians).
+//! At each parallelism level P (`KRAKEN_BENCH_PARALLELISM`, default 10 and 32) the check runs
+//! `kraken plan --concurrency P` with the ProviderConfig's `maxConcurrency: P`, Terraform
+//! `plan -parallelism=P`; both sides' provider processes run the same binary (hashed) under
+//! the same `GOGC` (`KRAKEN_BENCH_GOGC`). The bench prints the ratios of the check, and of
+//! convert and check together, to `terraform plan`.
+//!
+//! Knobs: `KRAKEN_BENCH_CONVERT_N` (1000), `KRAKEN_BENCH_RUNS` (3, interleaved; medians),
+//! `KRAKEN_BENCH_PARALLELISM`, `KRAKEN_BENCH_GOGC`. `KRAKEN_BENCH_SMOKE=1`: 5 objects, one run.
 //!
 //! ```sh
 //! cargo bench -p kraken-tests --bench convert
-//! KRAKEN_BENCH_CONVERT_N=50 cargo test -p kraken-tests --bench convert   # smoke run
+//! KRAKEN_BENCH_SMOKE=1 cargo test -p kraken-tests --bench convert   # smoke run, debug build
 //! ```
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use kraken_tests::bench::{env_or, pct, terraform};
+use kraken_tests::bench::knobs::{self, knob};
+use kraken_tests::bench::{
+    Gogc, Ratios, Seen, fair, kraken_plan_at, pct, run_watched, terraform, terraform_watched,
+};
 use kraken_tests::operator::bed::provider_config_manifest;
 use kraken_tests::{ControlPlane, TestEnv, fixture_terraform_header, kraken_bin, scratch_dir};
 use serde_json::json;
 
 const NS: &str = "bench-convert";
 
-fn main() -> anyhow::Result<()> {
-    let n: usize = env_or("KRAKEN_BENCH_CONVERT_N", 1000)?;
-    let runs: usize = env_or("KRAKEN_BENCH_RUNS", 3)?;
-    let env = TestEnv::load()?;
+/// What every run works on: the control plane with the ProviderConfig, the Terraform
+/// directory and its state, the ledger both write to, the conversion's output.
+struct World {
+    cp: ControlPlane,
+    kraken: PathBuf,
+    tf: PathBuf,
+    out: PathBuf,
+    ledger: tempfile::TempDir,
+    /// Mutations in the ledger after Terraform's apply: nothing later may add one.
+    made: usize,
+    _work: tempfile::TempDir,
+}
+
+fn world(n: usize) -> anyhow::Result<World> {
     let kraken = kraken_bin()?;
     let ledger = scratch_dir("bench-convert-ledger-")?;
     let work = scratch_dir("bench-convert-")?;
     let cp = ControlPlane::with_fixture_kinds(NS, NS)?;
-    let pc = provider_config_manifest(
-        NS,
-        "fixture",
-        json!({"ledgerDir": ledger.path().to_string_lossy()}),
-    );
-    cp.apply_yaml(NS, &pc.to_string())?;
-
     let tf = work.path().join("tf");
     std::fs::create_dir_all(&tf)?;
     std::fs::write(tf.join("main.tf"), configuration(n, ledger.path()))?;
@@ -56,63 +70,143 @@ fn main() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let made = kraken_tests::ledger::event_log(ledger.path())?.len();
+    Ok(World {
+        cp,
+        kraken,
+        out: work.path().join("out"),
+        tf,
+        ledger,
+        made,
+        _work: work,
+    })
+}
 
-    let out = work.path().join("out");
-    let (mut convert, mut peaks, mut check, mut tf_plan) = (vec![], vec![], vec![], vec![]);
+/// The ProviderConfig `fixture` with `maxConcurrency: level` (no operator runs to react).
+fn set_level(w: &World, level: usize) -> anyhow::Result<()> {
+    let mut pc = provider_config_manifest(
+        NS,
+        "fixture",
+        json!({"ledgerDir": w.ledger.path().to_string_lossy()}),
+    );
+    pc["spec"]["maxConcurrency"] = json!(level);
+    w.cp.apply_yaml(NS, &pc.to_string())?;
+    Ok(())
+}
+
+/// One level's samples.
+#[derive(Default)]
+struct Samples {
+    convert: Vec<Duration>,
+    peaks: Vec<u64>,
+    check: Vec<Duration>,
+    tf_plan: Vec<Duration>,
+}
+
+fn main() -> anyhow::Result<()> {
+    knobs::start("convert")?;
+    let n: usize = knob("KRAKEN_BENCH_CONVERT_N", 1000, 5)?;
+    let runs: usize = knob("KRAKEN_BENCH_RUNS", 3, 1)?;
+    let (levels, gogc) = (knobs::levels()?, Gogc::from_env()?);
+    let w = world(n)?;
+    let mut at: Vec<Samples> = levels.iter().map(|_| Samples::default()).collect();
+    let (mut kraken_seen, mut tf_seen) = (BTreeSet::new(), BTreeSet::new());
     for run in 1..=runs {
-        let (took, peak) = kraken_convert(&kraken, &env, (&tf, &out), n)?;
-        let k = kraken_plan(&kraken, &cp, &out, n)?;
-        let t = terraform_plan(&tf)?;
-        eprintln!(
-            "run {run}: convert {:.2} s ({peak} MiB), kraken plan {:.2} s, terraform plan {:.2} s",
-            took.as_secs_f64(),
-            k.as_secs_f64(),
-            t.as_secs_f64()
-        );
-        convert.push(took);
-        peaks.push(peak);
-        check.push(k);
-        tf_plan.push(t);
+        for (&level, s) in levels.iter().zip(&mut at) {
+            set_level(&w, level)?;
+            let (took, peak, seen) = kraken_convert(&w, n, gogc)?;
+            kraken_seen.extend(seen);
+            let (k, seen) = kraken_check(&w, n, level, gogc)?;
+            kraken_seen.extend(seen);
+            let (t, seen) = terraform_plan(&w.tf, level, gogc)?;
+            tf_seen.extend(seen);
+            eprintln!(
+                "run {run}, p={level}: convert {:.2} s ({peak} MiB), kraken plan {:.2} s, terraform plan {:.2} s",
+                took.as_secs_f64(),
+                k.as_secs_f64(),
+                t.as_secs_f64()
+            );
+            s.convert.push(took);
+            s.peaks.push(peak);
+            s.check.push(k);
+            s.tf_plan.push(t);
+        }
     }
     ensure!(
-        kraken_tests::ledger::event_log(ledger.path())?.len() == made,
+        kraken_tests::ledger::event_log(w.ledger.path())?.len() == w.made,
         "converting or planning changed the ledger"
     );
-    peaks.sort_unstable();
+    let binary = TestEnv::load()?.provider("fixture")?.path;
+    let same = fair::same_provider(&binary, gogc, &kraken_seen, &tf_seen)?;
+    print(
+        n,
+        runs,
+        &levels,
+        &mut at,
+        &[gogc.describe(), same.to_string()],
+    )
+}
+
+fn print(
+    n: usize,
+    runs: usize,
+    levels: &[usize],
+    at: &mut [Samples],
+    fairness: &[String],
+) -> anyhow::Result<()> {
     println!("\n#### Migrating {n} fixture objects with their state, {runs} runs\n");
-    println!("| command | median | min | max |");
-    println!("|---|---|---|---|");
-    let rows = [
-        (
-            format!(
-                "`kraken convert --state` ({n} resources, {n}-entry state; peak memory median {} MiB)",
-                peaks[peaks.len() / 2]
+    println!("| command | parallelism | median | min | max |");
+    println!("|---|---|---|---|---|");
+    let mut ratios = Ratios::default();
+    for (&p, s) in levels.iter().zip(at.iter_mut()) {
+        s.peaks.sort_unstable();
+        let peak = s.peaks.get(s.peaks.len() / 2).copied().unwrap_or_default();
+        let rows = [
+            (
+                format!(
+                    "`kraken convert --state` ({} resources, {}-entry state; peak memory median {peak} MiB)",
+                    n + 1,
+                    n + 1
+                ),
+                &s.convert,
             ),
-            &convert,
-        ),
-        (
-            "`kraken plan -f` (the zero-change check: import, read, plan; concurrency 16)"
-                .to_owned(),
-            &check,
-        ),
-        (
-            "`terraform plan` (refresh and plan, parallelism 10)".to_owned(),
-            &tf_plan,
-        ),
-    ];
-    for (label, v) in rows {
-        println!(
-            "| {label} | {:.2} s | {:.2} s | {:.2} s |",
-            pct(v, 0.5).as_secs_f64(),
-            pct(v, 0.0).as_secs_f64(),
-            pct(v, 1.0).as_secs_f64()
+            (
+                format!(
+                    "`kraken plan -f --concurrency {p}` (the zero-change check: import, read, plan; `maxConcurrency: {p}`)"
+                ),
+                &s.check,
+            ),
+            (
+                format!("`terraform plan -parallelism={p}` (refresh and plan)"),
+                &s.tf_plan,
+            ),
+        ];
+        for (label, v) in rows {
+            println!(
+                "| {label} | {p} | {:.2} s | {:.2} s | {:.2} s |",
+                pct(v, 0.5).as_secs_f64(),
+                pct(v, 0.0).as_secs_f64(),
+                pct(v, 1.0).as_secs_f64()
+            );
+        }
+        let (c, k, t) = (
+            pct(&s.convert, 0.5).as_secs_f64(),
+            pct(&s.check, 0.5).as_secs_f64(),
+            pct(&s.tf_plan, 0.5).as_secs_f64(),
         );
+        ratios.add(
+            "the zero-change check (`kraken plan`) vs `terraform plan`",
+            p,
+            k,
+            t,
+        )?;
+        ratios.add(
+            "`kraken convert --state` and the check vs `terraform plan`",
+            p,
+            c + k,
+            t,
+        )?;
     }
-    println!(
-        "\nratio kraken plan / terraform plan: {:.2}",
-        pct(&check, 0.5).as_secs_f64() / pct(&tf_plan, 0.5).as_secs_f64()
-    );
-    Ok(())
+    ratios.print(fairness)
 }
 
 /// N objects from a map variable, each but the first reading the first one's id.
@@ -145,32 +239,29 @@ resource "fixture_object" "o" {{
     )
 }
 
-/// `kraken convert --state`: its time and the peak memory it reports.
+/// `kraken convert --state`: its time, the peak memory it reports, the providers it ran.
 fn kraken_convert(
-    bin: &Path,
-    env: &TestEnv,
-    (tf, out): (&Path, &Path),
+    w: &World,
     n: usize,
-) -> anyhow::Result<(Duration, u64)> {
-    let started = Instant::now();
-    let run = Command::new(bin)
-        .arg("convert")
-        .arg(tf)
+    gogc: Gogc,
+) -> anyhow::Result<(Duration, u64, BTreeSet<Seen>)> {
+    let env = TestEnv::load()?;
+    let mut cmd = Command::new(&w.kraken);
+    cmd.arg("convert")
+        .arg(&w.tf)
         .arg("--state")
-        .arg(tf.join("terraform.tfstate"))
+        .arg(w.tf.join("terraform.tfstate"))
         .args(["--namespace", NS, "--out"])
-        .arg(out)
+        .arg(&w.out)
         .arg("--plugin-dir")
-        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
-        .stdin(Stdio::null())
-        .output()
-        .context("running kraken convert")?;
-    let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&run.stdout);
+        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?);
+    gogc.kraken_cli(&mut cmd);
+    let run = run_watched(&mut cmd, "kraken convert")?;
+    let stdout = String::from_utf8_lossy(&run.out.stdout);
     ensure!(
-        run.status.success() && stdout.contains(&format!("{} objects import", n + 1)),
+        run.out.status.success() && stdout.contains(&format!("{} objects import", n + 1)),
         "kraken convert: {stdout}{}",
-        String::from_utf8_lossy(&run.stderr)
+        String::from_utf8_lossy(&run.out.stderr)
     );
     let peak = stdout
         .split("peak memory ")
@@ -178,46 +269,48 @@ fn kraken_convert(
         .and_then(|s| s.split_whitespace().next())
         .and_then(|s| s.parse().ok())
         .context("convert printed no peak memory")?;
-    Ok((took, peak))
+    Ok((run.took, peak, run.seen))
 }
 
 /// The zero-change check: `kraken plan` of the converted objects must find nothing to do.
-fn kraken_plan(bin: &Path, cp: &ControlPlane, out: &Path, n: usize) -> anyhow::Result<Duration> {
-    let (run, took) =
-        kraken_tests::bench::kraken_plan(bin, cp, &out.join("resource-fixture-object.yaml"))?;
-    let stdout = String::from_utf8_lossy(&run.stdout);
+fn kraken_check(
+    w: &World,
+    n: usize,
+    level: usize,
+    gogc: Gogc,
+) -> anyhow::Result<(Duration, BTreeSet<Seen>)> {
+    let manifests = w.out.join("resource-fixture-object.yaml");
+    let run = kraken_plan_at(&w.kraken, &w.cp, &manifests, Some(level), gogc)?;
+    let stdout = String::from_utf8_lossy(&run.out.stdout);
     let want = format!(
         "Plan: 0 to create, 0 to update, 0 to replace, {} unchanged.",
         n + 1
     );
     ensure!(
-        run.status.code() == Some(0) && stdout.contains(&want),
+        run.out.status.code() == Some(0) && stdout.contains(&want),
         "kraken plan: {:?}\n{}\n{}",
-        run.status,
+        run.out.status,
         stdout.lines().last().unwrap_or_default(),
-        String::from_utf8_lossy(&run.stderr)
+        String::from_utf8_lossy(&run.out.stderr)
     );
-    Ok(took)
+    Ok((run.took, run.seen))
 }
 
 /// `terraform plan` over the state: refresh every resource, plan, find no changes.
-fn terraform_plan(dir: &Path) -> anyhow::Result<Duration> {
-    let env = TestEnv::load()?;
-    let started = Instant::now();
-    let out = Command::new(env.path("KRAKEN_TEST_TERRAFORM")?)
-        .current_dir(dir)
-        .env("TF_CLI_CONFIG_FILE", env.path("KRAKEN_TEST_TF_CLI_CONFIG")?)
-        .env("TF_IN_AUTOMATION", "1")
-        .args(["plan", "-input=false", "-no-color", "-detailed-exitcode"])
-        .stdin(Stdio::null())
-        .output()
-        .context("running terraform plan")?;
-    let took = started.elapsed();
-    ensure!(
-        out.status.code() == Some(0),
-        "terraform plan found changes or failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(took)
+fn terraform_plan(
+    dir: &Path,
+    level: usize,
+    gogc: Gogc,
+) -> anyhow::Result<(Duration, BTreeSet<Seen>)> {
+    let p = format!("-parallelism={level}");
+    let args = [
+        "plan",
+        "-input=false",
+        "-no-color",
+        "-detailed-exitcode",
+        &p,
+    ];
+    // Exit 2 would mean changes: not a zero-change plan.
+    let run = terraform_watched(dir, &args, gogc, &[0])?;
+    Ok((run.took, run.seen))
 }

@@ -5,25 +5,21 @@
 //! Rerun: `cargo bench -p kraken-tests --bench fetch` (after `scripts/testenv.sh install`).
 //! Knobs: `KRAKEN_BENCH_FETCH_HITS` (cache-hit samples, default 50),
 //! `KRAKEN_BENCH_FETCH_BIG_MIB` (synthetic package size, default 256).
+//! `KRAKEN_BENCH_SMOKE=1`: 3 cache hits, an 8 MiB synthetic package.
 
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kraken_tests::bench::knob;
 use kraken_tests::registry_server::{
     Publish, RegistryServer, SigningIdentity, package_zip, single_file_h1,
 };
 use kraken_tests::{TestEnv, kraken_bin, status_kib};
 
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() -> anyhow::Result<()> {
+    kraken_tests::bench::knobs::start("fetch")?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(run())
 }
@@ -67,7 +63,8 @@ async fn run() -> anyhow::Result<()> {
         single_file_h1(&fixture.path, "fixture", &fixture.version)?,
         "registry.kraken.dev",
     )?;
-    let big_mib = knob("KRAKEN_BENCH_FETCH_BIG_MIB", 256);
+    let big_mib: usize = knob("KRAKEN_BENCH_FETCH_BIG_MIB", 256, 8)?;
+    anyhow::ensure!(big_mib > 0, "KRAKEN_BENCH_FETCH_BIG_MIB must be at least 1");
     let scratch = tempfile::tempdir()?;
     let big_bin = scratch.path().join("terraform-provider-big");
     write_incompressible(&big_bin, big_mib << 20)?;
@@ -110,7 +107,8 @@ async fn run() -> anyhow::Result<()> {
 
 /// Repeated `kraken fetch` of an installed provider with a lock file.
 fn cache_hits(kraken: &Path, server: &RegistryServer) -> anyhow::Result<()> {
-    let hits = knob("KRAKEN_BENCH_FETCH_HITS", 50);
+    let hits: usize = knob("KRAKEN_BENCH_FETCH_HITS", 50, 3)?;
+    anyhow::ensure!(hits > 0, "KRAKEN_BENCH_FETCH_HITS must be at least 1");
     let cache = tempfile::tempdir()?;
     let lock = cache.path().join("bench.lock.hcl");
     let mut samples = Vec::new();

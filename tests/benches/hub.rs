@@ -14,12 +14,13 @@
 //! measured per run, default 3; the table reports the median), `KRAKEN_BENCH_HUB_ROUNDS` (runs
 //! per operator build, default 1), `KRAKEN_BENCH_OPERATORS` (`label=path,...`: builds compared
 //! side by side, interleaved; default this checkout's release build).
+//! `KRAKEN_BENCH_SMOKE=1`: 5 consumers, one propagation.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use kraken_tests::bench::{OperatorBuild, env_or, operator_builds, pct};
+use kraken_tests::bench::{OperatorBuild, knob, operator_builds, pct};
 use kraken_tests::operator::bed::{OBJECTS, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions, metric_samples};
 use serde_json::{Value, json};
@@ -131,9 +132,14 @@ struct HubRun {
 }
 
 fn main() -> anyhow::Result<()> {
-    let n: usize = env_or("KRAKEN_BENCH_HUB_CONSUMERS", 1000)?;
-    let changes: usize = env_or("KRAKEN_BENCH_HUB_CHANGES", 3)?;
-    let rounds: usize = env_or("KRAKEN_BENCH_HUB_ROUNDS", 1)?;
+    kraken_tests::bench::knobs::start("hub")?;
+    let n: usize = knob("KRAKEN_BENCH_HUB_CONSUMERS", 1000, 5)?;
+    let changes: usize = knob("KRAKEN_BENCH_HUB_CHANGES", 3, 1)?;
+    let rounds: usize = knob("KRAKEN_BENCH_HUB_ROUNDS", 1, 1)?;
+    anyhow::ensure!(
+        n > 0 && changes > 0 && rounds > 0,
+        "KRAKEN_BENCH_HUB_CONSUMERS, _CHANGES and _ROUNDS must be at least 1"
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

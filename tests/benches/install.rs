@@ -14,7 +14,8 @@
 //! hashed) and *warm* (the plugin cache already holds it, as after an operator restart).
 //!
 //! Knobs: `KRAKEN_BENCH_INSTALL_RUNS` (samples per row, default 5), `KRAKEN_BENCH_LOG` (the
-//! operator's `RUST_LOG`, default `warn`).
+//! operator's `RUST_LOG`, default `warn`). `KRAKEN_BENCH_SMOKE=1`: one sample per row, and
+//! only `random` (`time` goes through the same code with another manifest).
 
 use std::time::{Duration, Instant};
 
@@ -65,11 +66,13 @@ struct Sample {
 }
 
 fn main() -> anyhow::Result<()> {
-    let runs: usize = match std::env::var("KRAKEN_BENCH_INSTALL_RUNS") {
-        Ok(v) => v
-            .parse()
-            .context("KRAKEN_BENCH_INSTALL_RUNS must be a whole number")?,
-        Err(_) => 5,
+    kraken_tests::bench::knobs::start("install")?;
+    let runs: usize = kraken_tests::bench::knob("KRAKEN_BENCH_INSTALL_RUNS", 5, 1)?;
+    anyhow::ensure!(runs > 0, "KRAKEN_BENCH_INSTALL_RUNS must be at least 1");
+    let cases = if kraken_tests::bench::smoke() {
+        cases().into_iter().take(1).collect()
+    } else {
+        cases()
     };
     let env = TestEnv::load()?;
     let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
@@ -77,7 +80,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let mut rows = Vec::new();
-    for case in cases() {
+    for case in cases {
         for warm in [false, true] {
             let mut samples = Vec::new();
             // One cache per row; a warm row fills it with one unmeasured install first.
@@ -141,23 +144,18 @@ fn print_table(rows: &[(&str, bool, Vec<Sample>)], runs: usize) {
     }
 }
 
-fn sample(
-    rt: &tokio::runtime::Runtime,
+/// A fresh control plane with the core CRDs and a ready operator with its own plugin cache;
+/// the moment the core CRDs were Established.
+fn bed(
     case: &Case,
-    mirror: &std::path::Path,
     cache: &std::path::Path,
     n: usize,
-) -> anyhow::Result<Sample> {
+) -> anyhow::Result<(ControlPlane, Operator, Instant)> {
     let cp = ControlPlane::start(&format!("bench-install-{}-{n}", case.provider))?;
     cp.install_crds(
         &repo_root().join("generated-crds/core"),
         "kraken.dev/core=true",
     )?;
-    // kube-apiserver delays every create of a custom resource by 2 s while its CRD has been
-    // Established for less than 2 s (an HA safeguard in apiextensions-apiserver). In a cluster
-    // where Kraken was installed earlier that delay is long past for the core kinds, so the
-    // clock starts only after it; it is not past for the kinds a Provider installs, and that
-    // is measured.
     let core_established = Instant::now();
     cp.create_namespace("bench")?;
     let mut op = Operator::start(
@@ -171,6 +169,63 @@ fn sample(
         },
     )?;
     op.wait_ready(Duration::from_secs(60))?;
+    Ok((cp, op, core_established))
+}
+
+/// Applies the resource as a user would, again and again until the API server serves its
+/// kind: when it was admitted, and each attempt (for `KRAKEN_BENCH_LOG`).
+fn apply_until_admitted(
+    cp: &ControlPlane,
+    op: &Operator,
+    case: &Case,
+    start: Instant,
+) -> anyhow::Result<(Duration, Vec<String>)> {
+    let mut attempts = Vec::new();
+    loop {
+        let t0 = start.elapsed();
+        let r = cp.try_apply_yaml("bench", &case.manifest.to_string())?;
+        attempts.push(format!(
+            "{:.2}-{:.2} {}",
+            t0.as_secs_f64(),
+            start.elapsed().as_secs_f64(),
+            match &r {
+                Ok(_) => "ok".to_string(),
+                Err(e) => e
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(100)
+                    .collect(),
+            }
+        ));
+        if r.is_ok() {
+            return Ok((start.elapsed(), attempts));
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!(
+                "the kind {} was not served within 60 s:\n{}",
+                case.resource,
+                op.log_tail(30)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sample(
+    rt: &tokio::runtime::Runtime,
+    case: &Case,
+    mirror: &std::path::Path,
+    cache: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<Sample> {
+    // kube-apiserver delays every create of a custom resource by 2 s while its CRD has been
+    // Established for less than 2 s (an HA safeguard in apiextensions-apiserver). In a cluster
+    // where Kraken was installed earlier that delay is long past for the core kinds, so the
+    // clock starts only after it; it is not past for the kinds a Provider installs, and that
+    // is measured.
+    let (cp, op, core_established) = bed(case, cache, n)?;
     let client = rt.block_on(kube_client(cp.kubeconfig()))?;
     let provider = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
         "metadata": {"name": case.provider},
@@ -197,39 +252,8 @@ fn sample(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     cp.apply_yaml("", &format!("{provider}\n---\n{pc}"))?;
-    // Applied as a user would: kubectl apply, again until the API server serves the kind.
     let applied_provider = start.elapsed();
-    let mut attempts = Vec::new();
-    let admitted = loop {
-        let t0 = start.elapsed();
-        let r = cp.try_apply_yaml("bench", &case.manifest.to_string())?;
-        attempts.push(format!(
-            "{:.2}-{:.2} {}",
-            t0.as_secs_f64(),
-            start.elapsed().as_secs_f64(),
-            match &r {
-                Ok(_) => "ok".to_string(),
-                Err(e) => e
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(100)
-                    .collect(),
-            }
-        ));
-        if r.is_ok() {
-            break start.elapsed();
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            bail!(
-                "the kind {} was not served within 60 s:\n{}",
-                case.resource,
-                op.log_tail(30)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (admitted, attempts) = apply_until_admitted(&cp, &op, case, start)?;
     let resource_ready = rt.block_on(wait_ready(&client, case, start))?;
     let provider_ready = provider_ready
         .join()

@@ -1,11 +1,15 @@
 //! Operator benchmark: `cargo bench -p kraken-tests --bench operator`.
 //!
-//! Measures `kraken operator` (release build, `--no-leader-elect --concurrency 64`) against a
-//! fresh control plane per run, beside Terraform with the same provider binaries, and prints
-//! markdown tables (copied into `docs/benchmarks.md`):
+//! Measures `kraken operator` (release build, `--no-leader-elect`) against a fresh control
+//! plane per run, beside Terraform with the same provider binaries, and prints markdown tables
+//! (copied into `docs/benchmarks.md`). Every comparison with Terraform is made at each
+//! parallelism level P (`KRAKEN_BENCH_PARALLELISM`, default 10 and 32): the operator runs with
+//! `--concurrency P` and its ProviderConfig with `maxConcurrency: P`, Terraform with
+//! `-parallelism=P`, in the same run, interleaved; both sides' provider processes run the same
+//! binary (hashed from what each side started) under the same `GOGC` (`KRAKEN_BENCH_GOGC`,
+//! default Go's own on both sides), and the bench prints each Kraken / Terraform ratio.
 //! 1. N fixture objects or `random_pet`s applied with `kubectl apply --server-side` until all
-//!    are Ready, beside `terraform apply` creating the same N at `-parallelism` 10 (its
-//!    default) and at the operator's `--concurrency` (interleaved);
+//!    are Ready, beside `terraform apply` creating the same N;
 //! 2. the load generator's ceiling (`kubectl apply` of the same manifests, no operator) and a
 //!    backlog run (the N created first, the operator started after: its own throughput);
 //! 3. the operator's RSS idle and with N managed resources, with its provider processes;
@@ -13,8 +17,8 @@
 //!    every client's requests by verb from the API server's `apiserver_request_total`;
 //! 5. API writes of no-op drift checks (a small set with a short `driftInterval`);
 //! 6. with N in place, one changed object from `kubectl apply` to Ready (p50 of several),
-//!    beside Terraform applying one change among N (which refreshes all N) and the same with
-//!    `-refresh=false -target=…`;
+//!    beside Terraform applying one change among N, as a full `apply` (which refreshes all N)
+//!    and as `apply -refresh=false -target=…`;
 //! 7. with N in place, one change under `planPolicy: Manual` from `kubectl apply` to its plan
 //!    visible in `status.plan`, and from the approval to the object applied (p50 of several).
 //!
@@ -27,17 +31,18 @@
 //! Ready test, the parsing of the operator's metrics, the RSS sampler).
 //!
 //! Knobs: `KRAKEN_BENCH_SIZES` (default `1000,10000`), `KRAKEN_BENCH_PROVIDERS` (default
-//! `fixture,random`), `KRAKEN_BENCH_RUNS` (default 3 below 10,000 resources, else 1),
-//! `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_PLANS` (1: section 7 runs; 0: not),
+//! `fixture,random`), `KRAKEN_BENCH_PARALLELISM` (default `10,32`), `KRAKEN_BENCH_GOGC`
+//! (`default` or a percentage), `KRAKEN_BENCH_RUNS` (default 3 below 10,000 resources, else
+//! 1), `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_PLANS` (1: section 7 runs; 0: not),
 //! `KRAKEN_BENCH_PLAN_BUILDS` (the builds section 7 runs for, by label; default all),
-//! `KRAKEN_BENCH_TF_CHANGE_RUNS` (default 3 below 10,000, else 1),
-//! `KRAKEN_BENCH_TF_PARALLELISM` (default `10,<concurrency>`),
+//! `KRAKEN_BENCH_TF_CHANGE_RUNS` (per level; default 3 below 10,000, else 1),
 //! `KRAKEN_BENCH_OPERATORS` (`label=path,...`; default this checkout's release build),
 //! `KRAKEN_BENCH_DRIFT_N` (100), `KRAKEN_BENCH_DRIFT_INTERVAL_S` (2),
 //! `KRAKEN_BENCH_DRIFT_WINDOW_S` (10), `KRAKEN_BENCH_BATCH` (documents per kubectl call,
-//! 500), `KRAKEN_BENCH_KUBECTL_PARALLEL` (2), `KRAKEN_BENCH_CONCURRENCY` (64),
-//! `KRAKEN_BENCH_RUST_LOG` (the operator's, `info`), `KRAKEN_BENCH_TIMEOUT_S` (per create
-//! run; default 120 s + 0.1 s per resource).
+//! 500), `KRAKEN_BENCH_KUBECTL_PARALLEL` (2), `KRAKEN_BENCH_RUST_LOG` (the operator's,
+//! `info`), `KRAKEN_BENCH_TIMEOUT_S` (per create run; default 120 s + 0.1 s per resource).
+//! `KRAKEN_BENCH_SMOKE=1`: 4 objects, one run, one change, a drift check of 3 objects over
+//! 3 s, both providers and both levels.
 
 // A bench target's root resolves modules beside itself; the parts live in `operator/`.
 #[path = "operator/backlog.rs"]
@@ -46,280 +51,27 @@ mod backlog;
 mod bed;
 #[path = "operator/cleanup.rs"]
 mod cleanup;
+#[path = "operator/config.rs"]
+mod config;
 #[path = "operator/kraken.rs"]
 mod kraken;
 #[path = "operator/plumbing.rs"]
 mod plumbing;
 #[path = "operator/report.rs"]
 mod report;
+#[path = "operator/tables.rs"]
+mod tables;
 #[path = "operator/terraform.rs"]
 mod terraform;
 #[path = "operator/watch.rs"]
 mod watch;
 
-use std::time::Duration;
-
-use anyhow::{Context as _, bail, ensure};
+use anyhow::ensure;
 use kraken_tests::TestEnv;
 use kraken_tests::bench::OperatorBuild;
-use serde_json::{Value, json};
 
+pub use crate::config::{Config, Key, Measured, Prov, Results};
 use crate::kraken::Bed;
-
-/// A provider under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prov {
-    /// The protocol 6 fixture, `fixture_object` as kind `Object`: a file per object in a
-    /// ledger directory, fsynced, like a (very fast) cloud.
-    Fixture,
-    /// `hashicorp/random` 3.6.0, `random_pet` as kind `Pet`: no I/O at all.
-    Random,
-}
-
-impl Prov {
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        match s.trim() {
-            "fixture" => Ok(Self::Fixture),
-            "random" => Ok(Self::Random),
-            other => {
-                bail!("unknown provider {other:?} in KRAKEN_BENCH_PROVIDERS (fixture, random)")
-            }
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Fixture => "fixture",
-            Self::Random => "random",
-        }
-    }
-
-    /// The test environment's name for the provider binary.
-    pub fn env_name(self) -> &'static str {
-        self.name()
-    }
-
-    pub fn crd_dir(self) -> String {
-        format!("generated-crds/{}", self.name())
-    }
-
-    pub fn crd_label(self) -> String {
-        format!("tf.kraken.dev/provider={}", self.name())
-    }
-
-    pub fn kind(self) -> watch::Kind {
-        match self {
-            Self::Fixture => watch::Kind {
-                group: "fixture.tf.kraken.dev",
-                version: "v1alpha1",
-                kind: "Object",
-                plural: "objects",
-            },
-            Self::Random => watch::Kind {
-                group: "random.tf.kraken.dev",
-                version: "v1alpha1",
-                kind: "Pet",
-                plural: "pets",
-            },
-        }
-    }
-
-    /// The resource name kubectl takes, fully qualified.
-    pub fn kubectl_resource(self) -> String {
-        let k = self.kind();
-        format!("{}.{}", k.plural, k.group)
-    }
-
-    /// What one change does to the external object.
-    pub fn change(self) -> &'static str {
-        match self {
-            Self::Fixture => "update `size`",
-            Self::Random => "replace (`keepers`)",
-        }
-    }
-
-    /// Object `bench-<i>` at change number `rev` (0 for the create), with `driftInterval` if
-    /// given. The Terraform side ([`terraform::config`]) has the same arguments.
-    pub fn manifest(self, ns: &str, i: usize, rev: usize, drift: Option<&str>) -> Value {
-        let name = format!("bench-{i}");
-        let k = self.kind();
-        let for_provider = match self {
-            Self::Fixture => json!({"name": name, "size": rev + 1}),
-            Self::Random => json!({"keepers": {"rev": rev.to_string()}}),
-        };
-        let mut spec = json!({"forProvider": for_provider});
-        if let Some(d) = drift {
-            spec["driftInterval"] = json!(d);
-        }
-        json!({
-            "apiVersion": format!("{}/{}", k.group, k.version),
-            "kind": k.kind,
-            "metadata": {"name": name, "namespace": ns},
-            "spec": spec,
-        })
-    }
-}
-
-/// The knobs, from the environment.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub sizes: Vec<usize>,
-    pub providers: Vec<Prov>,
-    runs: Option<usize>,
-    pub changes: usize,
-    /// Also time plans under `planPolicy: Manual` beside the changes (`KRAKEN_BENCH_PLANS`);
-    /// only for these builds when `KRAKEN_BENCH_PLAN_BUILDS` names some (builds older than
-    /// plan policies would never show a plan).
-    pub plans: bool,
-    pub plan_builds: Vec<String>,
-    tf_change_runs: Option<usize>,
-    pub drift_n: usize,
-    pub drift_interval_s: u64,
-    pub drift_window_s: u64,
-    pub batch: usize,
-    pub kubectl_parallel: usize,
-    pub concurrency: usize,
-    pub rust_log: String,
-    timeout_s: Option<u64>,
-    /// The operator builds compared, interleaved (`KRAKEN_BENCH_OPERATORS`).
-    pub operators: Vec<OperatorBuild>,
-    /// Terraform's `-parallelism` values, each a create run of its own.
-    pub tf_parallelism: Vec<usize>,
-}
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> anyhow::Result<T> {
-    Ok(env_opt(key)?.unwrap_or(default))
-}
-
-/// A malformed value is an error: a typo must not silently run the 10,000-resource default.
-fn env_opt<T: std::str::FromStr>(key: &str) -> anyhow::Result<Option<T>> {
-    match std::env::var(key) {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse() {
-            Ok(x) => Ok(Some(x)),
-            Err(_) => bail!("{key}={v:?} is not a valid value"),
-        },
-        _ => Ok(None),
-    }
-}
-
-impl Config {
-    fn from_env() -> anyhow::Result<Self> {
-        let list = |key: &str, default: &str| std::env::var(key).unwrap_or_else(|_| default.into());
-        let sizes = list("KRAKEN_BENCH_SIZES", "1000,10000")
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .with_context(|| format!("KRAKEN_BENCH_SIZES: {s:?} is not a positive number"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let providers = list("KRAKEN_BENCH_PROVIDERS", "fixture,random")
-            .split(',')
-            .map(Prov::parse)
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let concurrency = env_or("KRAKEN_BENCH_CONCURRENCY", 64)?;
-        // Terraform's default and Kraken's own concurrency: neither side gets more workers.
-        let tf_parallelism = list("KRAKEN_BENCH_TF_PARALLELISM", &format!("10,{concurrency}"))
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .with_context(|| {
-                        format!("KRAKEN_BENCH_TF_PARALLELISM: {s:?} is not a positive number")
-                    })
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let cfg = Self {
-            sizes,
-            providers,
-            runs: env_opt("KRAKEN_BENCH_RUNS")?,
-            changes: env_or("KRAKEN_BENCH_CHANGES", 10)?,
-            plans: env_or("KRAKEN_BENCH_PLANS", 1)? == 1,
-            plan_builds: std::env::var("KRAKEN_BENCH_PLAN_BUILDS")
-                .unwrap_or_default()
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            tf_change_runs: env_opt("KRAKEN_BENCH_TF_CHANGE_RUNS")?,
-            drift_n: env_or("KRAKEN_BENCH_DRIFT_N", 100)?,
-            drift_interval_s: env_or("KRAKEN_BENCH_DRIFT_INTERVAL_S", 2)?,
-            drift_window_s: env_or("KRAKEN_BENCH_DRIFT_WINDOW_S", 10)?,
-            batch: env_or("KRAKEN_BENCH_BATCH", 500)?,
-            kubectl_parallel: env_or("KRAKEN_BENCH_KUBECTL_PARALLEL", 2)?,
-            concurrency,
-            rust_log: env_or("KRAKEN_BENCH_RUST_LOG", "info".to_string())?,
-            timeout_s: env_opt("KRAKEN_BENCH_TIMEOUT_S")?,
-            operators: Vec::new(),
-            tf_parallelism,
-        };
-        ensure!(
-            cfg.batch > 0 && cfg.drift_n > 0,
-            "batch and drift sizes must be positive"
-        );
-        Ok(cfg)
-    }
-
-    /// Interleaved create runs per side at size `n`.
-    pub fn runs(&self, n: usize) -> usize {
-        self.runs.unwrap_or(if n >= 10_000 { 1 } else { 3 })
-    }
-
-    /// Timed Terraform one-change applies at size `n` (each refreshes all n).
-    pub fn tf_change_runs(&self, n: usize) -> usize {
-        self.tf_change_runs
-            .unwrap_or(if n >= 10_000 { 1 } else { 3 })
-    }
-
-    /// How long one create of `n` may take before the run fails.
-    pub fn timeout(&self, n: usize) -> Duration {
-        Duration::from_secs(self.timeout_s.unwrap_or(120 + n as u64 / 10))
-    }
-}
-
-/// Everything measured for one (provider, N). Kraken's runs carry the label of the
-/// operator build that made them.
-#[derive(Debug, Default)]
-pub struct Measured {
-    pub prov: Option<Prov>,
-    pub n: usize,
-    pub kraken: Vec<(String, kraken::CreateRun)>,
-    pub backlog: Vec<(String, backlog::BacklogRun)>,
-    pub ceiling: Vec<backlog::CeilingRun>,
-    /// (`-parallelism`, wall time) per Terraform create.
-    pub terraform: Vec<(usize, Duration)>,
-    pub kraken_change: Vec<(String, kraken::ChangeRun)>,
-    pub kraken_plan: Vec<(String, kraken::PlanRun)>,
-    pub tf_change: Vec<Duration>,
-    pub tf_change_targeted: Vec<Duration>,
-}
-
-impl Measured {
-    pub fn prov(&self) -> Prov {
-        self.prov.unwrap_or(Prov::Fixture)
-    }
-
-    /// The create runs of one build.
-    pub fn kraken_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a kraken::CreateRun> {
-        self.kraken
-            .iter()
-            .filter(move |(l, _)| l == label)
-            .map(|(_, r)| r)
-    }
-}
-
-/// Results so far, printed even when a later measurement fails.
-#[derive(Debug, Default)]
-pub struct Results {
-    pub plumbing: Vec<plumbing::Plumbing>,
-    pub drift: Vec<(Prov, String, kraken::DriftRun)>,
-    pub measured: Vec<Measured>,
-}
 
 /// Which sections run.
 struct Sections {
@@ -340,34 +92,41 @@ const SECTIONS: [&str; 6] = [
     "terraform",
 ];
 
-fn main() -> anyhow::Result<()> {
-    // `cargo bench` passes `--bench`; other arguments select sections.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    for f in &filter {
-        ensure!(
-            SECTIONS.contains(&f.as_str()),
-            "unknown section {f:?}: {}",
-            SECTIONS.join(", ")
-        );
-    }
-    let wants = |s: &str| {
-        if filter.is_empty() {
-            s != "plumbing"
-        } else {
-            filter.iter().any(|f| f == s)
+impl Sections {
+    /// From the arguments (`cargo bench` passes `--bench`; the others select sections).
+    fn from_args() -> anyhow::Result<Self> {
+        let filter: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| !a.starts_with("--"))
+            .collect();
+        for f in &filter {
+            ensure!(
+                SECTIONS.contains(&f.as_str()),
+                "unknown section {f:?}: {}",
+                SECTIONS.join(", ")
+            );
         }
-    };
-    let sections = Sections {
-        plumbing: wants("plumbing"),
-        drift: wants("drift"),
-        kraken: wants("kraken"),
-        backlog: wants("backlog"),
-        ceiling: wants("ceiling"),
-        terraform: wants("terraform"),
-    };
+        let wants = |s: &str| {
+            if filter.is_empty() {
+                s != "plumbing"
+            } else {
+                filter.iter().any(|f| f == s)
+            }
+        };
+        Ok(Self {
+            plumbing: wants("plumbing"),
+            drift: wants("drift"),
+            kraken: wants("kraken"),
+            backlog: wants("backlog"),
+            ceiling: wants("ceiling"),
+            terraform: wants("terraform"),
+        })
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    kraken_tests::bench::knobs::start("operator")?;
+    let sections = Sections::from_args()?;
     let mut cfg = Config::from_env()?;
     let env = TestEnv::load()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -385,8 +144,9 @@ fn main() -> anyhow::Result<()> {
     report::machine(&env, &cfg);
     let mut results = Results::default();
     let outcome = run(&rt, &cfg, &env, &sections, &mut results);
-    report::print(&cfg, &results);
-    outcome
+    // A failed run still prints what it measured, and then fails.
+    let printed = report::print(&cfg, &results);
+    outcome.and(printed)
 }
 
 fn run(
@@ -406,20 +166,7 @@ fn run(
     if sections.drift {
         for &prov in &cfg.providers {
             for build in &cfg.operators {
-                let label = format!("bench-drift-{}-{}", prov.name(), build.label);
-                let mut bed = Bed::start(rt, cfg, prov, &label, Some(build))?;
-                let d = kraken::drift_run(&mut bed, cfg, prov);
-                let d = bed.finish(d)?;
-                eprintln!(
-                    "drift {} ({}): {} checks, {} writes ({} Events) in {:?}",
-                    prov.name(),
-                    build.label,
-                    d.delta.reconciles,
-                    d.delta.total(),
-                    d.delta.events(),
-                    d.window
-                );
-                results.drift.push((prov, build.label.clone(), d));
+                drift(rt, cfg, prov, build, results)?;
             }
         }
     }
@@ -433,16 +180,58 @@ fn run(
                 n,
                 ..Measured::default()
             });
-            let m = results.measured.last_mut().context("just pushed")?;
-            measure(rt, cfg, env, sections, m)?;
+            measure(rt, cfg, env, sections, results.current()?)?;
+            let m = results.current()?;
+            if (sections.kraken || sections.backlog) && sections.terraform {
+                let binary = env.provider(prov.env_name())?.path;
+                let same = kraken_tests::bench::fair::same_provider(
+                    &binary,
+                    cfg.gogc,
+                    &m.kraken_seen,
+                    &m.tf_seen,
+                )?;
+                results
+                    .fairness
+                    .push(format!("{} {n}: {same}", prov.name()));
+            }
         }
     }
     Ok(())
 }
 
-/// Interleaved runs of every side for one (provider, N): per round, each operator build's
-/// create (then its backlog run), the kubectl ceiling, Terraform at each parallelism; then
-/// the one-change runs.
+/// The no-op drift checks of one provider and build, at the first level.
+fn drift(
+    rt: &tokio::runtime::Runtime,
+    cfg: &Config,
+    prov: Prov,
+    build: &OperatorBuild,
+    results: &mut Results,
+) -> anyhow::Result<()> {
+    let label = format!("bench-drift-{}-{}", prov.name(), build.label);
+    let level = cfg.levels[0];
+    let mut bed = Bed::start(rt, cfg, prov, &label, level, Some(build))?;
+    let d = kraken::drift_run(&mut bed, cfg, prov);
+    let d = bed.finish(d)?;
+    eprintln!(
+        "drift {} ({}): {} checks, {} writes ({} Events) in {:?}",
+        prov.name(),
+        build.label,
+        d.delta.reconciles,
+        d.delta.total(),
+        d.delta.events(),
+        d.window
+    );
+    ensure!(
+        d.delta.reconciles >= 1.0,
+        "no drift check ran in the window: the measurement proves nothing"
+    );
+    results.drift.push((prov, build.label.clone(), d));
+    Ok(())
+}
+
+/// Interleaved runs of every side for one (provider, N): per round and level, each operator
+/// build's create (then its backlog run) and Terraform at that parallelism; then the kubectl
+/// ceiling; after the rounds, the one-change runs.
 fn measure(
     rt: &tokio::runtime::Runtime,
     cfg: &Config,
@@ -452,27 +241,34 @@ fn measure(
 ) -> anyhow::Result<()> {
     let (prov, n) = (m.prov(), m.n);
     let tf = if sections.terraform {
-        Some(terraform::Workspace::new(env, prov, n)?)
+        Some(terraform::Workspace::new(env, prov, n, cfg.gogc)?)
     } else {
         None
     };
     let runs = cfg.runs(n);
     for r in 1..=runs {
         let last = r == runs;
-        for build in &cfg.operators {
-            if sections.kraken {
-                kraken_round(rt, cfg, m, build, r, last)?;
+        for &level in &cfg.levels {
+            for build in &cfg.operators {
+                let key = Key {
+                    build: build.label.clone(),
+                    level,
+                };
+                if sections.kraken {
+                    kraken_round(rt, cfg, m, (build, &key), r, last)?;
+                }
+                if sections.backlog {
+                    backlog_round(rt, cfg, m, (build, &key), r)?;
+                }
             }
-            if sections.backlog {
-                let what = format!("backlog {} {} {n} run {r}/{runs}", build.label, prov.name());
-                let label = format!("bench-backlog-{}-{}-{n}-r{r}", build.label, prov.name());
-                let b = backlog::backlog_run(rt, cfg, prov, n, &label, build)?;
+            if let Some(tf) = &tf {
+                let took = tf.create_all(level)?;
                 eprintln!(
-                    "{what}: all Ready {:.2}s after the operator started (ready at {:.2}s)",
-                    b.total.as_secs_f64(),
-                    b.ready.as_secs_f64()
+                    "terraform {} {n} -parallelism={level} run {r}/{runs}: {:.2}s",
+                    prov.name(),
+                    took.as_secs_f64()
                 );
-                m.backlog.push((build.label.clone(), b));
+                m.terraform.push((level, took));
             }
         }
         if sections.ceiling {
@@ -486,37 +282,59 @@ fn measure(
             );
             m.ceiling.push(c);
         }
-        if let Some(tf) = &tf {
-            for &p in &cfg.tf_parallelism {
-                let took = tf.create_all(p)?;
-                eprintln!(
-                    "terraform {} {n} -parallelism={p} run {r}/{runs}: {:.2}s",
-                    prov.name(),
-                    took.as_secs_f64()
-                );
-                m.terraform.push((p, took));
-            }
-        }
     }
     if let Some(tf) = &tf {
         terraform_changes(cfg, tf, m)?;
+        m.tf_seen.extend(tf.seen());
     }
     Ok(())
 }
 
-/// One create run of one build (and on the last round, its one-change runs).
+/// One backlog run of one build at one level.
+fn backlog_round(
+    rt: &tokio::runtime::Runtime,
+    cfg: &Config,
+    m: &mut Measured,
+    (build, key): (&OperatorBuild, &Key),
+    r: usize,
+) -> anyhow::Result<()> {
+    let (prov, n, runs) = (m.prov(), m.n, cfg.runs(m.n));
+    let what = format!("backlog {key} {} {n} run {r}/{runs}", prov.name());
+    let label = format!(
+        "bench-backlog-{}-p{}-{}-{n}-r{r}",
+        build.label,
+        key.level,
+        prov.name()
+    );
+    let b = backlog::backlog_run(rt, cfg, prov, n, &label, (build, key.level))?;
+    eprintln!(
+        "{what}: all Ready {:.2}s after the operator started (ready at {:.2}s)",
+        b.total.as_secs_f64(),
+        b.ready.as_secs_f64()
+    );
+    m.kraken_seen.extend(b.seen.iter().cloned());
+    m.backlog.push((key.clone(), b));
+    Ok(())
+}
+
+/// One create run of one build at one level (and on the last round, its one-change runs).
 fn kraken_round(
     rt: &tokio::runtime::Runtime,
     cfg: &Config,
     m: &mut Measured,
-    build: &OperatorBuild,
+    (build, key): (&OperatorBuild, &Key),
     r: usize,
     last: bool,
 ) -> anyhow::Result<()> {
     let (prov, n, runs) = (m.prov(), m.n, cfg.runs(m.n));
-    let what = format!("kraken {} {} {n} run {r}/{runs}", build.label, prov.name());
-    let label = format!("bench-{}-{}-{n}-r{r}", build.label, prov.name());
-    let mut bed = Bed::start(rt, cfg, prov, &label, Some(build))?;
+    let what = format!("kraken {key} {} {n} run {r}/{runs}", prov.name());
+    let label = format!(
+        "bench-{}-p{}-{}-{n}-r{r}",
+        build.label,
+        key.level,
+        prov.name()
+    );
+    let mut bed = Bed::start(rt, cfg, prov, &label, key.level, Some(build))?;
     let result = (|| {
         let run = kraken::create_run(&mut bed, cfg, prov, n, &what)?;
         eprintln!(
@@ -528,37 +346,28 @@ fn kraken_round(
             run.delta.total() / n as f64
         );
         let change = if last && cfg.changes > 0 {
-            let c = kraken::change_run(&mut bed, prov, n, cfg.changes)?;
-            eprintln!("{what}: changes → Ready {:?}", c.latencies);
-            let planned = cfg.plan_builds.is_empty() || cfg.plan_builds.contains(&build.label);
-            let p = if cfg.plans && planned {
-                let p = kraken::plan_run(&mut bed, prov, n, cfg.changes)?;
-                eprintln!(
-                    "{what}: plans visible {:?}, approved → applied {:?}",
-                    p.visible, p.approved
-                );
-                Some(p)
-            } else {
-                None
-            };
-            Some((c, p))
+            Some(kraken::changes_and_plans(
+                &mut bed, cfg, prov, n, key, &what,
+            )?)
         } else {
             None
         };
         Ok((run, change))
     })();
     let (run, change) = bed.finish(result)?;
-    m.kraken.push((build.label.clone(), run));
+    m.kraken_seen.extend(run.seen.iter().cloned());
+    m.kraken.push((key.clone(), run));
     if let Some((c, p)) = change {
-        m.kraken_change.push((build.label.clone(), c));
+        m.kraken_change.push((key.clone(), c));
         if let Some(p) = p {
-            m.kraken_plan.push((build.label.clone(), p));
+            m.kraken_plan.push((key.clone(), p));
         }
     }
     Ok(())
 }
 
-/// Terraform's one change among N: a full refresh first (its default), then targeted.
+/// Terraform's one change among N at each level: a full refresh first (its default), then
+/// targeted.
 fn terraform_changes(
     cfg: &Config,
     tf: &terraform::Workspace,
@@ -566,24 +375,35 @@ fn terraform_changes(
 ) -> anyhow::Result<()> {
     let (prov, n) = (m.prov(), m.n);
     let runs = cfg.tf_change_runs(n);
-    for k in 1..=runs {
-        let took = tf.change_one(k)?;
-        eprintln!(
-            "terraform {} {n}: one change {k} in {:.2}s",
-            prov.name(),
-            took.as_secs_f64()
-        );
-        m.tf_change.push(took);
-    }
-    // A targeted apply reads one instance: cheap at any N, so always a few samples.
-    for k in 1..=runs.max(3) {
-        let took = tf.change_one_targeted(1000 + k)?;
-        eprintln!(
-            "terraform {} {n}: one targeted change {k} in {:.2}s",
-            prov.name(),
-            took.as_secs_f64()
-        );
-        m.tf_change_targeted.push(took);
+    let mut rev = 0;
+    for &level in &cfg.levels {
+        for k in 1..=runs {
+            rev += 1;
+            let took = tf.change_one(rev, level)?;
+            eprintln!(
+                "terraform {} {n} -parallelism={level}: one change {k} in {:.2}s",
+                prov.name(),
+                took.as_secs_f64()
+            );
+            m.tf_change.push((level, took));
+        }
+        // A targeted apply reads one instance: cheap at any N, so a few samples at least
+        // (one in the smoke mode).
+        let targeted = if kraken_tests::bench::smoke() {
+            runs
+        } else {
+            runs.max(3)
+        };
+        for k in 1..=targeted {
+            rev += 1;
+            let took = tf.change_one_targeted(rev, level)?;
+            eprintln!(
+                "terraform {} {n} -parallelism={level}: one targeted change {k} in {:.2}s",
+                prov.name(),
+                took.as_secs_f64()
+            );
+            m.tf_change_targeted.push((level, took));
+        }
     }
     Ok(())
 }

@@ -6,17 +6,24 @@
 //!    `Provider` trait on `random_pet` and `time_static`, beside the same RPC sent as a
 //!    pre-encoded request on the raw gRPC client, and the mean CPU time of Kraken's translation
 //!    for that RPC (msgpack encode of the request values, decode of the response value);
-//! 3. 1,000 `random_pet` planned and applied at concurrency 10 through Kraken, beside
-//!    `terraform apply -parallelism=10` creating the same 1,000 with the same provider binary,
-//!    repeated and interleaved in one run.
+//! 3. 1,000 `random_pet` planned and applied through Kraken's plugin host at concurrency P (P
+//!    creates at once, P RPCs in flight), beside `terraform apply -parallelism=P` creating the
+//!    same 1,000 with the same provider binary (hashed from both sides' processes) under the
+//!    same `GOGC`, for each level P, repeated and interleaved in one run; the ratios printed.
+//!
+//! Sections (arguments): `startup`, `latency`, `terraform`; default all.
 //!
 //! Knobs: `KRAKEN_BENCH_RPCS` (samples per RPC, default 300), `KRAKEN_BENCH_PETS` (default
-//! 1000), `KRAKEN_BENCH_REPS` (repetitions of the 1,000-pet comparison, default 3).
+//! 1000), `KRAKEN_BENCH_REPS` (repetitions of the comparison, default 3),
+//! `KRAKEN_BENCH_PARALLELISM` (levels, default `10,32`), `KRAKEN_BENCH_GOGC` (`default`: Go's
+//! own on both sides, or a percentage for both), `KRAKEN_BENCH_SMOKE=1` (5 RPCs, 10 pets, one
+//! repetition, 2 start-ups per provider).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use kraken_bridge::provider::lifecycle::{self, Action};
 use kraken_bridge::provider::{
     DiagnosticsExt as _, LaunchOptions, PlanRequest, Plugin, ProviderHost,
@@ -25,15 +32,9 @@ use kraken_bridge::provider::{
 use kraken_bridge::value::kube::from_kube_json;
 use kraken_bridge::value::{Value, msgpack};
 use kraken_proto::tfplugin5;
+use kraken_tests::bench::{Gogc, Ratios, Spy, fair, knob, smoke};
 use kraken_tests::{ProviderBin, TestEnv};
 use serde_json::json;
-
-fn env_usize(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -51,14 +52,15 @@ fn us(d: Duration) -> String {
     format!("{:.0}", d.as_secs_f64() * 1e6)
 }
 
-fn host(p: &ProviderBin, concurrency: usize) -> Arc<ProviderHost> {
+fn host(p: &ProviderBin, concurrency: usize, gogc: Gogc) -> Arc<ProviderHost> {
     let mut opts = LaunchOptions::new(&p.path);
     opts.name = p.address.clone();
+    opts.default_env = gogc.launch_env();
     Arc::new(ProviderHost::new(opts, concurrency))
 }
 
 async fn startup(env: &TestEnv) -> anyhow::Result<()> {
-    let runs = 10;
+    let runs = if smoke() { 2 } else { 10 };
     println!("\n### Provider start-up (spawn → first answered RPC), {runs} runs each\n");
     println!("| provider | protocol | p50 ms | min ms | max ms |");
     println!("|---|---|---|---|---|");
@@ -101,25 +103,40 @@ struct Rpcs {
     translate_plan: Duration,
 }
 
-/// Mean time of `f` over enough iterations to be stable on a noisy machine.
+/// Mean time of `f` over enough iterations to be stable on a noisy machine (a few in the
+/// smoke mode, which only checks that it runs).
 fn mean_of(mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Duration> {
-    const ITERATIONS: u32 = 20_000;
-    for _ in 0..1000 {
+    let (warm, iterations) = if smoke() { (10, 100) } else { (1000, 20_000) };
+    for _ in 0..warm {
         f()?;
     }
     let started = Instant::now();
-    for _ in 0..ITERATIONS {
+    for _ in 0..iterations {
         f()?;
     }
-    Ok(started.elapsed() / ITERATIONS)
+    Ok(started.elapsed() / iterations)
 }
 
-async fn rpc_latency(
+/// One object of `type_name` created through a launched provider, and the requests the
+/// samples repeat: through Kraken's trait and pre-encoded for the raw client.
+struct Subject {
+    client: kraken_bridge::provider::PluginClient,
+    provider: Arc<dyn Plugin>,
+    type_name: String,
+    ty: kraken_bridge::value::Type,
+    config: Value,
+    state: Value,
+    proposed: Value,
+    plan: lifecycle::Plan,
+    raw_read: tfplugin5::read_resource::Request,
+    raw_plan: tfplugin5::plan_resource_change::Request,
+}
+
+async fn subject(
     p: &ProviderBin,
     type_name: &str,
     cfg: serde_json::Value,
-    n: usize,
-) -> anyhow::Result<Rpcs> {
+) -> anyhow::Result<Subject> {
     let mut opts = LaunchOptions::new(&p.path);
     opts.name = p.address.clone();
     let client = launch(&opts).await?;
@@ -134,9 +151,88 @@ async fn rpc_latency(
     let ty = block.implied_type();
     let config = from_kube_json(&cfg, &ty)?;
     let plan = lifecycle::plan(provider.as_ref(), type_name, &Value::Null, &[], &config).await?;
-    let created = lifecycle::apply(provider.as_ref(), &plan).await?;
-    let state = created.new_state;
+    let state = lifecycle::apply(provider.as_ref(), &plan).await?.new_state;
+    let proposed = proposed_new(block, &state, &config);
+    let dv = |v: &Value| -> anyhow::Result<tfplugin5::DynamicValue> {
+        Ok(tfplugin5::DynamicValue {
+            msgpack: msgpack::encode(v, &ty)?,
+            json: vec![],
+        })
+    };
+    let raw_read = tfplugin5::read_resource::Request {
+        type_name: type_name.into(),
+        current_state: Some(dv(&state)?),
+        ..Default::default()
+    };
+    let raw_plan = tfplugin5::plan_resource_change::Request {
+        type_name: type_name.into(),
+        prior_state: Some(dv(&state)?),
+        proposed_new_state: Some(dv(&proposed)?),
+        config: Some(dv(&config)?),
+        ..Default::default()
+    };
+    Ok(Subject {
+        client,
+        provider,
+        type_name: type_name.into(),
+        ty,
+        config,
+        state,
+        proposed,
+        plan,
+        raw_read,
+        raw_plan,
+    })
+}
 
+/// One sample of each RPC, through Kraken and raw (over the same connection), into `out`.
+async fn sample_once(s: &Subject, out: &mut Rpcs) -> anyhow::Result<()> {
+    let mut raw = tfplugin5::provider_client::ProviderClient::new(s.client.channel.clone());
+    let t = Instant::now();
+    s.provider
+        .read_resource(ReadRequest {
+            type_name: s.type_name.clone(),
+            current_state: s.state.clone(),
+            private: vec![],
+        })
+        .await?;
+    out.read.push(t.elapsed());
+    let t = Instant::now();
+    raw.read_resource(s.raw_read.clone()).await?;
+    out.raw_read.push(t.elapsed());
+    let t = Instant::now();
+    s.provider
+        .plan_resource_change(PlanRequest {
+            type_name: s.type_name.clone(),
+            prior_state: s.state.clone(),
+            proposed_new_state: s.proposed.clone(),
+            config: s.config.clone(),
+            prior_private: vec![],
+        })
+        .await?;
+    out.plan.push(t.elapsed());
+    let t = Instant::now();
+    raw.plan_resource_change(s.raw_plan.clone()).await?;
+    out.raw_plan.push(t.elapsed());
+    // Apply measured on creates (the common write); each creates a new object.
+    let t = Instant::now();
+    let applied = lifecycle::apply(s.provider.as_ref(), &s.plan).await?;
+    out.apply.push(t.elapsed());
+    ensure!(
+        !applied.diagnostics.has_errors(),
+        "{}",
+        applied.diagnostics.error_summary()
+    );
+    Ok(())
+}
+
+async fn rpc_latency(
+    p: &ProviderBin,
+    type_name: &str,
+    cfg: serde_json::Value,
+    n: usize,
+) -> anyhow::Result<Rpcs> {
+    let s = subject(p, type_name, cfg).await?;
     let mut out = Rpcs {
         read: vec![],
         plan: vec![],
@@ -146,70 +242,13 @@ async fn rpc_latency(
         translate_read: Duration::ZERO,
         translate_plan: Duration::ZERO,
     };
-    let proposed = proposed_new(block, &state, &config);
-    let mut raw = tfplugin5::provider_client::ProviderClient::new(client.channel.clone());
-    let dv = |v: &Value| -> anyhow::Result<tfplugin5::DynamicValue> {
-        Ok(tfplugin5::DynamicValue {
-            msgpack: msgpack::encode(v, &ty)?,
-            json: vec![],
-        })
-    };
-    let raw_read_req = tfplugin5::read_resource::Request {
-        type_name: type_name.into(),
-        current_state: Some(dv(&state)?),
-        ..Default::default()
-    };
-    let raw_plan_req = tfplugin5::plan_resource_change::Request {
-        type_name: type_name.into(),
-        prior_state: Some(dv(&state)?),
-        proposed_new_state: Some(dv(&proposed)?),
-        config: Some(dv(&config)?),
-        ..Default::default()
-    };
     for _ in 0..n {
-        let t = Instant::now();
-        provider
-            .read_resource(ReadRequest {
-                type_name: type_name.into(),
-                current_state: state.clone(),
-                private: vec![],
-            })
-            .await?;
-        out.read.push(t.elapsed());
-
-        let t = Instant::now();
-        raw.read_resource(raw_read_req.clone()).await?;
-        out.raw_read.push(t.elapsed());
-
-        let t = Instant::now();
-        provider
-            .plan_resource_change(PlanRequest {
-                type_name: type_name.into(),
-                prior_state: state.clone(),
-                proposed_new_state: proposed.clone(),
-                config: config.clone(),
-                prior_private: vec![],
-            })
-            .await?;
-        out.plan.push(t.elapsed());
-
-        let t = Instant::now();
-        raw.plan_resource_change(raw_plan_req.clone()).await?;
-        out.raw_plan.push(t.elapsed());
-
-        // Apply measured on creates (the common write); each creates a new object.
-        let t = Instant::now();
-        let applied = lifecycle::apply(provider.as_ref(), &plan).await?;
-        out.apply.push(t.elapsed());
-        ensure!(
-            !applied.diagnostics.has_errors(),
-            "{}",
-            applied.diagnostics.error_summary()
-        );
+        sample_once(&s, &mut out).await?;
     }
-    let read_resp = raw.read_resource(raw_read_req.clone()).await?.into_inner();
+    let mut raw = tfplugin5::provider_client::ProviderClient::new(s.client.channel.clone());
+    let read_resp = raw.read_resource(s.raw_read.clone()).await?.into_inner();
     let plan_resp = raw
-        .plan_resource_change(raw_plan_req.clone())
+        .plan_resource_change(s.raw_plan.clone())
         .await?
         .into_inner();
     let read_bytes = read_resp
@@ -221,18 +260,18 @@ async fn rpc_latency(
         .context("plan returned no state")?
         .msgpack;
     out.translate_read = mean_of(|| {
-        std::hint::black_box(msgpack::encode(&state, &ty)?);
-        std::hint::black_box(msgpack::decode(&read_bytes, &ty)?);
+        std::hint::black_box(msgpack::encode(&s.state, &s.ty)?);
+        std::hint::black_box(msgpack::decode(&read_bytes, &s.ty)?);
         Ok(())
     })?;
     out.translate_plan = mean_of(|| {
-        for v in [&state, &proposed, &config] {
-            std::hint::black_box(msgpack::encode(v, &ty)?);
+        for v in [&s.state, &s.proposed, &s.config] {
+            std::hint::black_box(msgpack::encode(v, &s.ty)?);
         }
-        std::hint::black_box(msgpack::decode(&plan_bytes, &ty)?);
+        std::hint::black_box(msgpack::decode(&plan_bytes, &s.ty)?);
         Ok(())
     })?;
-    client.shutdown().await;
+    s.client.shutdown().await;
     for v in [
         &mut out.read,
         &mut out.plan,
@@ -246,7 +285,7 @@ async fn rpc_latency(
 }
 
 async fn latencies(env: &TestEnv) -> anyhow::Result<()> {
-    let n = env_usize("KRAKEN_BENCH_RPCS", 300);
+    let n = knob("KRAKEN_BENCH_RPCS", 300, 5)?;
     println!("\n### RPC latency through Kraken's client, {n} samples each (µs)\n");
     println!(
         "| resource | RPC | p50 | p99 | raw gRPC p50 | Kraken translation (mean) | translation / raw p50 |"
@@ -296,9 +335,17 @@ async fn latencies(env: &TestEnv) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn kraken_pets(p: &ProviderBin, n: usize, concurrency: usize) -> anyhow::Result<Duration> {
+/// 1,000 pets through Kraken's plugin host at `concurrency`: the wall time (process start
+/// included) and the provider processes it started.
+async fn kraken_pets(
+    p: &ProviderBin,
+    n: usize,
+    concurrency: usize,
+    gogc: Gogc,
+) -> anyhow::Result<(Duration, BTreeSet<fair::Seen>)> {
+    let spy = Spy::start(std::process::id());
     let started = Instant::now();
-    let host = host(p, concurrency);
+    let host = host(p, concurrency, gogc);
     let schema = host.schema().await?;
     let provider_cfg = from_kube_json(&json!({}), &schema.provider.block.implied_type())?;
     host.configure(REPORTED_TERRAFORM_VERSION, &provider_cfg)
@@ -328,46 +375,39 @@ async fn kraken_pets(p: &ProviderBin, n: usize, concurrency: usize) -> anyhow::R
     while let Some(r) = tasks.join_next().await {
         r??;
     }
+    let took = started.elapsed();
+    let seen = spy.finish();
     host.shutdown().await;
-    Ok(started.elapsed())
+    Ok((took, seen))
 }
 
-fn terraform_pets(env: &TestEnv, dir: &std::path::Path, n: usize) -> anyhow::Result<Duration> {
-    let tf = env.path("KRAKEN_TEST_TERRAFORM")?;
-    let rc = env.path("KRAKEN_TEST_TF_CLI_CONFIG")?;
+/// `terraform apply -parallelism=P` of the n pets from an empty state.
+fn terraform_pets(
+    dir: &std::path::Path,
+    n: usize,
+    parallelism: usize,
+    gogc: Gogc,
+) -> anyhow::Result<kraken_tests::bench::Watched> {
     let _ = std::fs::remove_file(dir.join("terraform.tfstate"));
-    let started = Instant::now();
-    let out = std::process::Command::new(&tf)
-        .current_dir(dir)
-        .env("TF_CLI_CONFIG_FILE", &rc)
-        .env("TF_IN_AUTOMATION", "1")
-        .args([
-            "apply",
-            "-auto-approve",
-            "-input=false",
-            "-parallelism=10",
-            "-no-color",
-        ])
-        .output()?;
-    let elapsed = started.elapsed();
-    if !out.status.success() {
-        bail!(
-            "terraform apply failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let p = format!("-parallelism={parallelism}");
+    let args = ["apply", "-auto-approve", "-input=false", &p, "-no-color"];
+    let run = kraken_tests::bench::terraform_watched(dir, &args, gogc, &[0])?;
     let state = std::fs::read_to_string(dir.join("terraform.tfstate"))?;
     let state: serde_json::Value = serde_json::from_str(&state)?;
     let count = state["resources"][0]["instances"]
         .as_array()
         .map_or(0, Vec::len);
     ensure!(count == n, "terraform created {count} of {n}");
-    Ok(elapsed)
+    Ok(run)
 }
 
+/// Per level: Kraken's and Terraform's wall times, every repetition.
+type PetRuns = Vec<(usize, Vec<Duration>, Vec<Duration>)>;
+
 async fn versus_terraform(env: &TestEnv) -> anyhow::Result<()> {
-    let n = env_usize("KRAKEN_BENCH_PETS", 1000);
-    let reps = env_usize("KRAKEN_BENCH_REPS", 3);
+    let n = knob("KRAKEN_BENCH_PETS", 1000, 10)?;
+    let reps = knob("KRAKEN_BENCH_REPS", 3, 1)?;
+    let (levels, gogc) = (kraken_tests::bench::levels()?, Gogc::from_env()?);
     let random = env.provider("random")?;
     let dir = kraken_tests::scratch_dir("bench-tf-")?;
     std::fs::write(
@@ -377,58 +417,91 @@ async fn versus_terraform(env: &TestEnv) -> anyhow::Result<()> {
             random.version
         ),
     )?;
-    let init = std::process::Command::new(env.path("KRAKEN_TEST_TERRAFORM")?)
-        .current_dir(dir.path())
-        .env("TF_CLI_CONFIG_FILE", env.path("KRAKEN_TEST_TF_CLI_CONFIG")?)
-        .args(["init", "-input=false", "-no-color"])
-        .output()?;
-    if !init.status.success() {
-        bail!(
-            "terraform init failed: {}",
-            String::from_utf8_lossy(&init.stderr)
-        );
+    kraken_tests::bench::terraform(dir.path(), &["init", "-input=false", "-no-color"])?;
+    let mut runs: PetRuns = levels.iter().map(|l| (*l, vec![], vec![])).collect();
+    let (mut ours_seen, mut theirs_seen) = (BTreeSet::new(), BTreeSet::new());
+    for rep in 1..=reps {
+        for (level, ours, theirs) in &mut runs {
+            let (k, seen) = kraken_pets(&random, n, *level, gogc).await?;
+            ours_seen.extend(seen);
+            let t = terraform_pets(dir.path(), n, *level, gogc)?;
+            theirs_seen.extend(t.seen);
+            eprintln!(
+                "rep {rep}/{reps}, parallelism {level}: Kraken {:.2} s, Terraform {:.2} s",
+                k.as_secs_f64(),
+                t.took.as_secs_f64()
+            );
+            ours.push(k);
+            theirs.push(t.took);
+        }
     }
-    let mut ours = Vec::new();
-    let mut theirs = Vec::new();
-    for _ in 0..reps {
-        ours.push(kraken_pets(&random, n, 10).await?);
-        theirs.push(terraform_pets(env, dir.path(), n)?);
-    }
-    ours.sort();
-    theirs.sort();
-    let (o, t) = (percentile(&ours, 0.5), percentile(&theirs, 0.5));
+    let same = fair::same_provider(&random.path, gogc, &ours_seen, &theirs_seen)?;
+    print_pets(env, n, reps, &runs, &[gogc.describe(), same.to_string()])
+}
+
+fn print_pets(
+    env: &TestEnv,
+    n: usize,
+    reps: usize,
+    runs: &PetRuns,
+    fairness: &[String],
+) -> anyhow::Result<()> {
     println!(
-        "\n### {n} random_pet created at concurrency 10, {reps} interleaved runs (median wall time)\n"
+        "\n### {n} random_pet created at the same parallelism, {reps} interleaved runs (median wall time)\n"
     );
-    println!("| client | median s | runs (s) | resources/s |");
-    println!("|---|---|---|---|");
+    for line in fairness {
+        println!("- {line}");
+    }
+    println!("\n| client | parallelism | median s | runs (s) | resources/s |");
+    println!("|---|---|---|---|---|");
     let fmt_runs = |v: &[Duration]| {
         v.iter()
             .map(|d| format!("{:.2}", d.as_secs_f64()))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!(
-        "| Kraken plugin host | {:.2} | {} | {:.0} |",
-        o.as_secs_f64(),
-        fmt_runs(&ours),
-        n as f64 / o.as_secs_f64()
-    );
-    println!(
-        "| terraform {} apply -parallelism=10 | {:.2} | {} | {:.0} |",
-        env.var("KRAKEN_TEST_TERRAFORM_VERSION")?,
-        t.as_secs_f64(),
-        fmt_runs(&theirs),
-        n as f64 / t.as_secs_f64()
-    );
-    println!(
-        "\nKraken / Terraform wall time: {:.3} (target < 0.2)",
-        o.as_secs_f64() / t.as_secs_f64()
-    );
-    Ok(())
+    let tf = env.var("KRAKEN_TEST_TERRAFORM_VERSION")?;
+    let mut ratios = Ratios::default();
+    for (level, ours, theirs) in runs {
+        let (o, t) = (percentile_of(ours), percentile_of(theirs));
+        for (who, v, mid) in [
+            (
+                format!("Kraken plugin host, {level} RPCs in flight"),
+                ours,
+                o,
+            ),
+            (
+                format!("terraform {tf} apply -parallelism={level}"),
+                theirs,
+                t,
+            ),
+        ] {
+            println!(
+                "| {who} | {level} | {:.2} | {} | {:.0} |",
+                mid.as_secs_f64(),
+                fmt_runs(v),
+                n as f64 / mid.as_secs_f64()
+            );
+        }
+        ratios.add(
+            &format!("{n} random_pet created"),
+            *level,
+            o.as_secs_f64(),
+            t.as_secs_f64(),
+        )?;
+    }
+    ratios.print(fairness)
+}
+
+/// The median of unsorted samples.
+fn percentile_of(v: &[Duration]) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    percentile(&v, 0.5)
 }
 
 fn main() -> anyhow::Result<()> {
+    kraken_tests::bench::knobs::start("provider")?;
     // `cargo bench` passes `--bench`; a filter argument selects sections.
     let filter: Vec<String> = std::env::args()
         .skip(1)

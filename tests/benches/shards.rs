@@ -18,27 +18,40 @@
 //! `KRAKEN_BENCH_SHARDS_P` (60), `KRAKEN_BENCH_SHARDS_MEMORY` (`0`: only sections 1 and the
 //! storage table), `KRAKEN_BENCH_OPERATORS` (the first build is used),
 //! `KRAKEN_BENCH_OPERATOR_ARGS` (more arguments for every replica, split at spaces).
+//! `KRAKEN_BENCH_SMOKE=1`: 40 objects, 8 timed creates, 6 changes at the fail-over, replicas
+//! with a 4 s lease, 2 s of quiet instead of 10, no wait for the API server's storage metrics.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use kraken_tests::bench::{env_or, operator_builds};
+use kraken_tests::bench::{knob, operator_builds, smoke};
 use kraken_tests::operator::bed::{OBJECTS, object_manifest, yaml_documents};
 use kraken_tests::operator::{FixtureBed, Operator, OperatorOptions};
 use kraken_tests::{ledger, rss_anon_bytes, rss_bytes, wait_for};
 use serde_json::json;
 
-const LEASE: Duration = Duration::from_secs(10);
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The replicas' lease: the operator's default, or in the smoke mode a short one (its floor
+/// is 3 s), so a fail-over is over in seconds.
+fn lease() -> Duration {
+    Duration::from_secs(if smoke() { 4 } else { 10 })
+}
+
+/// How long the replicas must start no reconcile to count as quiet.
+fn quiet() -> Duration {
+    Duration::from_secs(if smoke() { 2 } else { 10 })
+}
+
 fn options(label: &str, bin: &std::path::Path) -> OperatorOptions {
+    let lease = format!("{}s", lease().as_secs());
     OperatorOptions {
         label: label.into(),
         rust_log: "info".into(),
         leader_elect: true,
         bin: Some(bin.to_path_buf()),
         env: vec![("POD_NAME".into(), label.into())],
-        args: ["--shards", "auto"]
+        args: ["--shards", "auto", "--lease-duration", &lease]
             .into_iter()
             .map(String::from)
             .chain(
@@ -197,18 +210,20 @@ fn fresh(
     }
     let refs: Vec<&Operator> = ops.iter().collect();
     settle(&refs, total)?;
-    quiesce(&refs, Duration::from_secs(10))?;
+    quiesce(&refs, quiet())?;
     Ok(ops)
 }
 
 fn main() -> anyhow::Result<()> {
-    if !std::env::args().any(|a| a == "--bench") {
-        return Ok(());
-    }
-    let n: usize = env_or("KRAKEN_BENCH_SHARDS_N", 10_000)?;
-    let t: usize = env_or("KRAKEN_BENCH_SHARDS_T", 1_000)?;
-    let p: usize = env_or("KRAKEN_BENCH_SHARDS_P", 60)?;
-    anyhow::ensure!(n >= 2 * t && t > 0 && p > 0, "need N ≥ 2T, T > 0, P > 0");
+    kraken_tests::bench::knobs::start("shards")?;
+    let n: usize = knob("KRAKEN_BENCH_SHARDS_N", 10_000, 40)?;
+    let t: usize = knob("KRAKEN_BENCH_SHARDS_T", 1_000, 8)?;
+    let p: usize = knob("KRAKEN_BENCH_SHARDS_P", 60, 6)?;
+    // The fail-over draws its changes from the first 3P bulk objects.
+    anyhow::ensure!(
+        n > 2 * t + 3 * p && t > 0 && p > 0,
+        "need N > 2T + 3P, T > 0, P > 0"
+    );
     let build = operator_builds()?
         .into_iter()
         .next()
@@ -253,12 +268,13 @@ fn run(
     settle(&[&bed.op, &r2, &r3], n - t)?;
     // The new share's first reconciles (every replica lists and passes over its objects once
     // after a change of share) finish before the creates are timed.
-    quiesce(&[&bed.op, &r2, &r3], Duration::from_secs(10))?;
+    quiesce(&[&bed.op, &r2, &r3], quiet())?;
     let three = throughput(bed, "t3", t)?;
     eprintln!("3 replicas: {three:.1} creates/s");
-    quiesce(&[&bed.op, &r2, &r3], Duration::from_secs(10))?;
-    // The API server refreshes its storage metrics about once a minute.
-    std::thread::sleep(Duration::from_secs(70));
+    quiesce(&[&bed.op, &r2, &r3], quiet())?;
+    // The API server refreshes its storage metrics about once a minute (the smoke run prints
+    // whatever they say).
+    std::thread::sleep(Duration::from_secs(if smoke() { 1 } else { 70 }));
     storage(bed, n)?;
     bed.op.kill()?;
     r2.kill()?;
@@ -374,6 +390,30 @@ fn spread(v: &mut [f64]) -> String {
     }
 }
 
+/// Each of `names` changed one at a time, with no replica missing: how long each took to reach
+/// the ledger, seconds.
+fn changes_at_rest(
+    bed: &FixtureBed,
+    names: &[String],
+    changed: &serde_json::Value,
+) -> anyhow::Result<Vec<f64>> {
+    let mut at_rest = Vec::new();
+    for name in names {
+        let before = ledger::event_log(bed.ledger_dir())?.len();
+        let from = epoch_nanos()?;
+        bed.patch_objects(std::slice::from_ref(name), changed)?;
+        let landed = wait_for(Duration::from_secs(60), "a change at rest", || {
+            Ok(ledger::event_log(bed.ledger_dir())?[before..]
+                .iter()
+                .find(|e| e.op == "update" && e.name == *name)
+                .map(|e| e.nanos))
+        })?;
+        #[allow(clippy::cast_precision_loss)]
+        at_rest.push(landed.saturating_sub(from) as f64 / 1e9);
+    }
+    Ok(at_rest)
+}
+
 /// Kills the third replica, changes about a third of `p` objects of its at once, and the rest
 /// (the survivors' own) one at a time over the three lease durations after the kill, across the
 /// take-over: when each change reached the ledger, the killed replica's measured from the
@@ -397,20 +437,7 @@ fn failover(
     let changed = json!({"spec": {"forProvider": {"size": 2}}});
     // the same kind of change at rest, for comparison: the survivors' first ten, one at a time
     let (rest, own) = own.split_at(own.len().min(10));
-    let mut at_rest = Vec::new();
-    for name in rest {
-        let before = ledger::event_log(bed.ledger_dir())?.len();
-        let from = epoch_nanos()?;
-        bed.patch_objects(std::slice::from_ref(name), &changed)?;
-        let landed = wait_for(Duration::from_secs(60), "a change at rest", || {
-            Ok(ledger::event_log(bed.ledger_dir())?[before..]
-                .iter()
-                .find(|e| e.op == "update" && e.name == *name)
-                .map(|e| e.nanos))
-        })?;
-        #[allow(clippy::cast_precision_loss)]
-        at_rest.push(landed.saturating_sub(from) as f64 / 1e9);
-    }
+    let mut at_rest = changes_at_rest(bed, rest, &changed)?;
     let victim = ops.last_mut().context("no replica")?;
     let before = ledger::event_log(bed.ledger_dir())?.len();
     victim.kill()?;
@@ -419,7 +446,7 @@ fn failover(
         bed.patch_objects(&theirs, &changed)?;
     }
     let mut patched = std::collections::HashMap::new();
-    let step = LEASE * 3 / u32::try_from(own.len().max(1))?;
+    let step = lease() * 3 / u32::try_from(own.len().max(1))?;
     let start = Instant::now();
     for (i, name) in own.iter().enumerate() {
         let at = step * u32::try_from(i)?;
@@ -435,7 +462,7 @@ fn failover(
             .collect())
     };
     let all = theirs.len() + own.len();
-    wait_for(LEASE * 6, "every change in the ledger", || {
+    wait_for(lease() * 6, "every change in the ledger", || {
         Ok((updates()?.len() >= all).then_some(()))
     })?;
     #[allow(clippy::cast_precision_loss)]
@@ -459,14 +486,15 @@ fn failover(
         "the survivors' changes (patched after the kill → applied after): {}",
         detail.join(", ")
     );
+    let lease = lease();
     Ok(format!(
-        "{} changes at rest, one at a time, applied after their change: {}; a replica SIGKILLed (lease {LEASE:?}); its {} changed objects applied after the kill: {}; the survivors' own {}, changed one at a time over {:?} after the kill, applied after their change: {}",
+        "{} changes at rest, one at a time, applied after their change: {}; a replica SIGKILLed (lease {lease:?}); its {} changed objects applied after the kill: {}; the survivors' own {}, changed one at a time over {:?} after the kill, applied after their change: {}",
         at_rest.len(),
         spread(&mut at_rest),
         taken.len(),
         spread(&mut taken),
         waited.len(),
-        LEASE * 3,
+        lease * 3,
         spread(&mut waited),
     ))
 }

@@ -1,7 +1,16 @@
-//! Helpers the benchmarks share: knobs from the environment, percentiles, a kube client.
+//! Helpers the benchmarks share: knobs from the environment (and the smoke mode, [`knobs`]),
+//! percentiles, a kube client, the Terraform and `kraken plan` runs each side of a comparison
+//! makes, and what keeps a comparison fair ([`fair`]).
 
+pub mod fair;
+pub mod knobs;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+pub use fair::{Gogc, Ratios, Seen, Spy};
+pub use knobs::{knob, levels, smoke};
 
 /// The number in environment variable `key`, or `default` when it is unset.
 pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> anyhow::Result<T> {
@@ -131,6 +140,34 @@ pub fn terraform(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One timed run of a command under a [`Spy`]: its output, its wall time and the provider
+/// processes it started.
+pub struct Watched {
+    pub out: std::process::Output,
+    pub took: Duration,
+    pub seen: BTreeSet<Seen>,
+}
+
+/// Runs `cmd` to its end (stdin closed, output captured) under a [`Spy`].
+pub fn run_watched(cmd: &mut std::process::Command, what: &str) -> anyhow::Result<Watched> {
+    use anyhow::Context as _;
+    let started = Instant::now();
+    let child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {what}"))?;
+    let spy = Spy::start(child.id());
+    let out = child.wait_with_output()?;
+    let took = started.elapsed();
+    Ok(Watched {
+        out,
+        took,
+        seen: spy.finish(),
+    })
+}
+
 /// `bin plan -f <manifests> --no-color` against `cp`, with the test mirror as plugin dir: its
 /// output and how long it took.
 pub fn kraken_plan(
@@ -138,22 +175,63 @@ pub fn kraken_plan(
     cp: &crate::ControlPlane,
     manifests: &std::path::Path,
 ) -> anyhow::Result<(std::process::Output, std::time::Duration)> {
-    use anyhow::Context as _;
+    let w = kraken_plan_at(bin, cp, manifests, None, Gogc::GoDefault)?;
+    Ok((w.out, w.took))
+}
+
+/// [`kraken_plan`] with `--concurrency` (None: its default) and the providers' `GOGC`, watched.
+pub fn kraken_plan_at(
+    bin: &std::path::Path,
+    cp: &crate::ControlPlane,
+    manifests: &std::path::Path,
+    concurrency: Option<usize>,
+    gogc: Gogc,
+) -> anyhow::Result<Watched> {
     let env = crate::TestEnv::load()?;
-    let started = std::time::Instant::now();
-    let out = std::process::Command::new(bin)
-        .arg("plan")
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("plan")
         .arg("--kubeconfig")
         .arg(cp.kubeconfig())
         .arg("--plugin-dir")
         .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?)
         .arg("-f")
         .arg(manifests)
-        .arg("--no-color")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .context("running kraken plan")?;
-    Ok((out, started.elapsed()))
+        .arg("--no-color");
+    if let Some(c) = concurrency {
+        cmd.args(["--concurrency", &c.to_string()]);
+    }
+    gogc.kraken_cli(&mut cmd);
+    run_watched(&mut cmd, "kraken plan")
+}
+
+/// The test environment's Terraform CLI in `dir` with its providers' `GOGC`, timed and watched;
+/// fails with its output unless it exits with one of `ok_codes`.
+pub fn terraform_watched(
+    dir: &Path,
+    args: &[&str],
+    gogc: Gogc,
+    ok_codes: &[i32],
+) -> anyhow::Result<Watched> {
+    let env = crate::TestEnv::load()?;
+    let mut cmd = std::process::Command::new(env.path("KRAKEN_TEST_TERRAFORM")?);
+    cmd.args(args)
+        .current_dir(dir)
+        .env("TF_CLI_CONFIG_FILE", env.path("KRAKEN_TEST_TF_CLI_CONFIG")?)
+        .env("TF_IN_AUTOMATION", "1")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    gogc.terraform(&mut cmd);
+    let w = run_watched(&mut cmd, "terraform")?;
+    let code = w.out.status.code();
+    if !code.is_some_and(|c| ok_codes.contains(&c)) {
+        anyhow::bail!(
+            "terraform {} failed ({}): {}{}",
+            args.join(" "),
+            w.out.status,
+            String::from_utf8_lossy(&w.out.stdout),
+            String::from_utf8_lossy(&w.out.stderr)
+        );
+    }
+    Ok(w)
 }
 
 /// Samples the resident memory of groups of processes every 200 ms on a thread and keeps
@@ -256,4 +334,15 @@ provider "aws" {{
 "#,
         endpoints.concat()
     )
+}
+
+/// (added, changed, destroyed) of Terraform's `Apply complete! Resources: 1 added, 0 changed,
+/// 0 destroyed.` line, or `None` without one.
+pub fn apply_summary(out: &str) -> Option<(usize, usize, usize)> {
+    let line = out.lines().find(|l| l.starts_with("Apply complete!"))?;
+    let rest = line.split_once("Resources:")?.1;
+    let mut nums = rest
+        .split(',')
+        .map(|part| part.split_whitespace().next()?.parse::<usize>().ok());
+    Some((nums.next()??, nums.next()??, nums.next()??))
 }

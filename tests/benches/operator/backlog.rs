@@ -9,7 +9,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use kraken_tests::bench::{OperatorBuild, apiserver_requests};
+use kraken_tests::bench::fair::{ANY_PROVIDER, providers_below};
+use kraken_tests::bench::{OperatorBuild, Seen, apiserver_requests};
 
 use crate::kraken::{self, Bed, Memory, Requests, Snapshot, requests_since, settle};
 use crate::{Config, Prov};
@@ -32,7 +33,8 @@ pub fn ceiling_run(
     n: usize,
     label: &str,
 ) -> anyhow::Result<CeilingRun> {
-    let bed = Bed::start(rt, cfg, prov, label, None)?;
+    // No operator: the level only sets the ProviderConfig's maxConcurrency, which nothing reads.
+    let bed = Bed::start(rt, cfg, prov, label, cfg.levels[0], None)?;
     let before = apiserver_requests(&bed.cp)?;
     let started = Instant::now();
     kraken::apply_n(&bed.cp, cfg, prov, n)?;
@@ -61,6 +63,8 @@ pub struct BacklogRun {
     pub delta: Snapshot,
     /// The API server's count from the operator's spawn until its writes settled.
     pub apiserver: Requests,
+    /// The provider processes the operator ran.
+    pub seen: Vec<Seen>,
 }
 
 pub fn backlog_run(
@@ -69,9 +73,9 @@ pub fn backlog_run(
     prov: Prov,
     n: usize,
     label: &str,
-    build: &OperatorBuild,
+    (build, level): (&OperatorBuild, usize),
 ) -> anyhow::Result<BacklogRun> {
-    let mut bed = Bed::start(rt, cfg, prov, label, None)?;
+    let mut bed = Bed::start(rt, cfg, prov, label, level, None)?;
     kraken::apply_n(&bed.cp, cfg, prov, n)?;
     bed.watch
         .wait(cfg.timeout(n), "the watch to see every object", |s| {
@@ -85,7 +89,9 @@ pub fn backlog_run(
         let total = wait_reconciled(&mut bed, cfg, n, started, label)?;
         let op = bed.op()?;
         let delta = settle(op, Duration::from_secs(2), Duration::from_secs(60))?;
-        let loaded = Memory::sample(op.pid().context("the operator is not running")?)?;
+        let pid = op.pid().context("the operator is not running")?;
+        let loaded = Memory::sample(pid)?;
+        let seen = providers_below(pid, ANY_PROVIDER);
         bed.check_ledger(n)?;
         Ok(BacklogRun {
             total,
@@ -93,6 +99,7 @@ pub fn backlog_run(
             loaded,
             delta,
             apiserver: requests_since(&apiserver_requests(&bed.cp)?, &before),
+            seen,
         })
     })();
     bed.finish(result)

@@ -1,6 +1,7 @@
 //! One measurement's world: a fresh control plane with the core and provider CRDs, the
-//! ProviderConfig `default`, a watch on the provider's kind, and (now or later, for a backlog
-//! run) `kraken operator` from one of the builds under test.
+//! ProviderConfig `default` (`maxConcurrency` at the run's parallelism level), a watch on the
+//! provider's kind, and (now or later, for a backlog run) `kraken operator` from one of the
+//! builds under test, with `--concurrency` at the same level.
 
 use std::time::Duration;
 
@@ -21,6 +22,9 @@ pub struct Bed {
     pub watch: Watch,
     pub op: Option<Operator>,
     pub cp: ControlPlane,
+    /// The parallelism level: the operator's `--concurrency` and the ProviderConfig's
+    /// `maxConcurrency`.
+    pub level: usize,
     ledger: Option<tempfile::TempDir>,
     _registered: Vec<cleanup::Registered>,
 }
@@ -34,6 +38,7 @@ impl Bed {
         cfg: &Config,
         prov: Prov,
         label: &str,
+        level: usize,
         operator: Option<&OperatorBuild>,
     ) -> anyhow::Result<Self> {
         let env = TestEnv::load()?;
@@ -54,7 +59,8 @@ impl Bed {
             Prov::Random => None,
         };
         let bin = env.provider(prov.env_name())?;
-        let mut spec = json!({"source": bin.address, "version": bin.version});
+        let mut spec =
+            json!({"source": bin.address, "version": bin.version, "maxConcurrency": level});
         if let Some(l) = &ledger {
             spec["config"] = json!({"ledgerDir": l.path().to_string_lossy()});
         }
@@ -77,6 +83,7 @@ impl Bed {
             watch,
             op: None,
             cp,
+            level,
             ledger,
             _registered: registered,
         };
@@ -86,13 +93,15 @@ impl Bed {
         Ok(bed)
     }
 
-    /// Start `kraken operator --no-leader-elect --concurrency N` of `build` and wait until it
-    /// is ready (its `/readyz`).
+    /// Start `kraken operator --no-leader-elect --concurrency <level> --provider-gogc …` of
+    /// `build` and wait until it is ready (its `/readyz`).
     pub fn start_operator(&mut self, cfg: &Config, build: &OperatorBuild) -> anyhow::Result<()> {
+        let mut args = vec!["--concurrency".into(), self.level.to_string()];
+        args.extend(cfg.gogc.operator_args());
         let opts = OperatorOptions {
             label: format!("bench-{}", build.label),
             rust_log: cfg.rust_log.clone(),
-            args: vec!["--concurrency".into(), cfg.concurrency.to_string()],
+            args,
             leader_elect: false,
             bin: Some(build.bin.clone()),
             ..OperatorOptions::default()

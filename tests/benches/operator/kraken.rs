@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ControlPlane;
-use kraken_tests::bench::apiserver_requests;
+use kraken_tests::bench::fair::{ANY_PROVIDER, providers_below};
+use kraken_tests::bench::{Seen, apiserver_requests};
 use kraken_tests::operator::{Operator, metric_samples};
 use serde_json::{Value, json};
 
 pub use crate::bed::{Bed, Memory, check_alive};
 use crate::watch::Watch;
-use crate::{Config, Prov};
+use crate::{Config, Key, Prov};
 
 /// Requests the API server counted, per (verb, resource).
 pub type Requests = BTreeMap<(String, String), f64>;
@@ -155,6 +156,8 @@ pub struct CreateRun {
     pub delta: Snapshot,
     /// What the API server itself counted over the same span, every client included.
     pub apiserver: Requests,
+    /// The provider processes the operator ran.
+    pub seen: Vec<Seen>,
 }
 
 /// Apply `n` manifests from `manifest(i)` with `cfg.kubectl_parallel` concurrent `kubectl
@@ -286,6 +289,7 @@ pub fn create_run(
     let total = result?;
     let loaded_writes = settle(bed.op()?, Duration::from_secs(2), Duration::from_secs(60))?;
     let loaded = Memory::sample(pid)?;
+    let seen = providers_below(pid, ANY_PROVIDER);
     let requests = requests_since(&apiserver_requests(&bed.cp)?, &requests_before);
     bed.check_ledger(n)?;
     Ok(CreateRun {
@@ -295,6 +299,7 @@ pub fn create_run(
         loaded,
         delta: loaded_writes.since(&before),
         apiserver: requests,
+        seen,
     })
 }
 
@@ -421,6 +426,30 @@ pub fn change_run(
         kubectl,
         delta: after.since(&before),
     })
+}
+
+/// On the last round: `cfg.changes` one-change runs and, when asked for this build, as many
+/// plans under `planPolicy: Manual`.
+pub fn changes_and_plans(
+    bed: &mut Bed,
+    cfg: &Config,
+    prov: Prov,
+    n: usize,
+    key: &Key,
+    what: &str,
+) -> anyhow::Result<(ChangeRun, Option<PlanRun>)> {
+    let c = change_run(bed, prov, n, cfg.changes)?;
+    eprintln!("{what}: changes → Ready {:?}", c.latencies);
+    let planned = cfg.plan_builds.is_empty() || cfg.plan_builds.contains(&key.build);
+    if !(cfg.plans && planned) {
+        return Ok((c, None));
+    }
+    let p = plan_run(bed, prov, n, cfg.changes)?;
+    eprintln!(
+        "{what}: plans visible {:?}, approved → applied {:?}",
+        p.visible, p.approved
+    );
+    Ok((c, Some(p)))
 }
 
 /// Plan latencies with N objects in place: a change under `planPolicy: Manual` until its plan

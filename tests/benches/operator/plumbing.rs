@@ -33,13 +33,8 @@ pub fn run(
     prov: Prov,
     n: usize,
 ) -> anyhow::Result<Plumbing> {
-    let bed = Bed::start(
-        rt,
-        cfg,
-        prov,
-        &format!("bench-plumbing-{}", prov.name()),
-        None,
-    )?;
+    let label = format!("bench-plumbing-{}", prov.name());
+    let bed = Bed::start(rt, cfg, prov, &label, cfg.levels[0], None)?;
     let started = Instant::now();
     kraken::apply_n(&bed.cp, cfg, prov, n)?;
     let apply = started.elapsed();
@@ -59,7 +54,29 @@ pub fn run(
         .lines()
         .count();
     ensure!(listed == n, "kubectl lists {listed} objects, not {n}");
+    let (change_kubectl, change_seen) = change_and_status(&bed, prov)?;
+    // The drift set's manifests pass the CRD's duration pattern.
+    let interval = format!("{}s", cfg.drift_interval_s);
+    kraken::apply_docs(&bed.cp, &[prov.manifest(NS, n, 0, Some(&interval))])?;
 
+    metrics_parse()?;
+    let (apiserver, children_rss) = samplers(&bed)?;
+    Ok(Plumbing {
+        prov,
+        n,
+        apply,
+        seen_all,
+        change_kubectl,
+        change_seen,
+        apiserver,
+        children_rss,
+    })
+}
+
+/// A change bumps the generation the change measurement waits on, and a status written by
+/// hand the way the operator writes it counts as reconciled: (the change's kubectl, the
+/// change seen by the watch).
+fn change_and_status(bed: &Bed, prov: Prov) -> anyhow::Result<(Duration, Duration)> {
     let gen0 = bed
         .watch
         .summary()
@@ -107,18 +124,17 @@ pub fn run(
         bed.watch.summary().reconciled() == 1,
         "only bench-0 is reconciled"
     );
-    // The drift set's manifests pass the CRD's duration pattern.
-    let interval = format!("{}s", cfg.drift_interval_s);
-    kraken::apply_docs(&bed.cp, &[prov.manifest(NS, n, 0, Some(&interval))])?;
+    Ok((change_kubectl, change_seen))
+}
 
-    metrics_parse()?;
-
+/// The RSS sampler reads the API server, and counts a process's children (a shell with two
+/// sleeping children, like an operator with providers): (the API server, the children).
+fn samplers(bed: &Bed) -> anyhow::Result<(Memory, u64)> {
     let apiserver = Memory::sample(bed.cp.apiserver_pid()?)?;
     ensure!(
         apiserver.rss > 0 && apiserver.hwm >= apiserver.rss,
         "implausible API server memory {apiserver:?}"
     );
-    // The children column: a shell with two sleeping children, like an operator with providers.
     let mut sh = std::process::Command::new("sh")
         .args(["-c", "sleep 60 & sleep 60 & wait"])
         .spawn()?;
@@ -132,16 +148,7 @@ pub fn run(
         shell.children_rss > 0,
         "the sleeps below sh were not counted: {shell:?}"
     );
-    Ok(Plumbing {
-        prov,
-        n,
-        apply,
-        seen_all,
-        change_kubectl,
-        change_seen,
-        apiserver,
-        children_rss: shell.children_rss,
-    })
+    Ok((apiserver, shell.children_rss))
 }
 
 /// The operator's own metrics encoder, read back the way the benchmark reads `/metrics`.

@@ -4,12 +4,17 @@
 //! takes its one changeable value from `var.rev`, so "one change among N" is `-var rev=K`
 //! against the state of a full create, which makes Terraform refresh all N first; the same
 //! with `-refresh=false -target=<instance 0>` is the fastest a Terraform user can make it.
+//! Every run is at the level's `-parallelism`, with the providers' `GOGC` of the comparison, and
+//! watched: the provider processes it starts are kept for the fairness check.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
+use kraken_tests::bench::{Gogc, Seen, Spy};
 use kraken_tests::{TestEnv, ledger, scratch_dir};
 
 use crate::Prov;
@@ -22,6 +27,9 @@ pub struct Workspace {
     n: usize,
     terraform: PathBuf,
     cli_config: PathBuf,
+    gogc: Gogc,
+    /// The provider processes every run started.
+    seen: Mutex<BTreeSet<Seen>>,
     /// The fixture's ledger (its "cloud"), emptied before every full create.
     ledger: Option<tempfile::TempDir>,
     dir: tempfile::TempDir,
@@ -37,7 +45,7 @@ pub struct Summary {
 }
 
 impl Workspace {
-    pub fn new(env: &TestEnv, prov: Prov, n: usize) -> anyhow::Result<Self> {
+    pub fn new(env: &TestEnv, prov: Prov, n: usize, gogc: Gogc) -> anyhow::Result<Self> {
         let dir = scratch_dir(&format!("bench-tf-{}-{n}-", prov.name()))?;
         let ledger = match prov {
             Prov::Fixture => Some(scratch_dir("bench-tf-ledger-")?),
@@ -59,6 +67,8 @@ impl Workspace {
             n,
             terraform: env.path("KRAKEN_TEST_TERRAFORM")?,
             cli_config: env.path("KRAKEN_TEST_TF_CLI_CONFIG")?,
+            gogc,
+            seen: Mutex::new(BTreeSet::new()),
             ledger,
             dir,
             _registered: registered,
@@ -107,23 +117,31 @@ impl Workspace {
         Ok(took)
     }
 
-    /// With the N of [`Self::create_all`] in the state: change instance 0 to `rev` (never 0);
-    /// the apply's wall time, refresh of all N included.
-    pub fn change_one(&self, rev: usize) -> anyhow::Result<Duration> {
-        self.change(rev, &format!("apply-change-{rev}"), &["-parallelism=10"])
+    /// The provider processes the runs so far started.
+    pub fn seen(&self) -> BTreeSet<Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// With the N of [`Self::create_all`] in the state: change instance 0 to `rev` (never 0,
+    /// never one used before) at `-parallelism=P`; the apply's wall time, refresh of all N
+    /// included.
+    pub fn change_one(&self, rev: usize, parallelism: usize) -> anyhow::Result<Duration> {
+        let p = format!("-parallelism={parallelism}");
+        self.change(rev, &format!("apply-change-{rev}"), &[&p])
     }
 
     /// [`Self::change_one`] as a careful Terraform user would run it at this size:
     /// `-refresh=false -target=<instance 0>`, so nothing but the changed instance is read.
-    pub fn change_one_targeted(&self, rev: usize) -> anyhow::Result<Duration> {
+    pub fn change_one_targeted(&self, rev: usize, parallelism: usize) -> anyhow::Result<Duration> {
         let target = match self.prov {
             Prov::Fixture => "-target=fixture_object.o[0]",
             Prov::Random => "-target=random_pet.p[0]",
         };
+        let p = format!("-parallelism={parallelism}");
         self.change(
             rev,
             &format!("apply-change-targeted-{rev}"),
-            &["-refresh=false", target],
+            &["-refresh=false", target, &p],
         )
     }
 
@@ -189,17 +207,18 @@ impl Workspace {
         let log_path = self.log_path(name);
         let log = std::fs::File::create(&log_path)?;
         let started = Instant::now();
-        let mut child = Command::new(&self.terraform)
-            .current_dir(self.dir.path())
+        let mut cmd = Command::new(&self.terraform);
+        cmd.current_dir(self.dir.path())
             .env("TF_CLI_CONFIG_FILE", &self.cli_config)
             .env("TF_IN_AUTOMATION", "1")
             .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("failed to run terraform")?;
+            .stderr(log);
+        self.gogc.terraform(&mut cmd);
+        let mut child = cmd.spawn().context("failed to run terraform")?;
         let _registered = cleanup::process(child.id());
+        let spy = Spy::start(child.id());
         let mut reported = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait()? {
@@ -219,6 +238,10 @@ impl Workspace {
             std::thread::sleep(Duration::from_millis(2));
         };
         let took = started.elapsed();
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(spy.finish());
         if !status.success() {
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(30).collect::<Vec<_>>();

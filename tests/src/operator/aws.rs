@@ -48,9 +48,22 @@ impl AwsBed {
     /// allowance are added to them.
     pub fn start_with(
         name: &str,
+        opts: OperatorOptions,
+        kinds: (&[&str], &[&str]),
+    ) -> anyhow::Result<Self> {
+        Ok(Self::start_probed(name, opts, kinds, json!({}), |_| Ok(()))?.0)
+    }
+
+    /// [`AwsBed::start_with`] with `provider_config` merged into the ProviderConfig's spec
+    /// (a benchmark's `maxConcurrency`), running `probe` on the bed once the operator is ready
+    /// and before the Provider is installed (a benchmark's idle sample of the operator).
+    pub fn start_probed<T>(
+        name: &str,
         mut opts: OperatorOptions,
         (resources, data_sources): (&[&str], &[&str]),
-    ) -> anyhow::Result<Self> {
+        provider_config: Value,
+        probe: impl FnOnce(&FixtureBed) -> anyhow::Result<T>,
+    ) -> anyhow::Result<(Self, T)> {
         let env = TestEnv::load()?;
         let aws = env.provider("aws")?;
         let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
@@ -63,11 +76,12 @@ impl AwsBed {
         opts.args
             .extend(["--aws-endpoint".into(), "http://127.0.0.1:*".into()]);
         let bed = FixtureBed::start(name, opts)?;
+        let probed = probe(&bed)?;
         let moto = Moto::start(bed.cp.run_dir())?;
         let api = AwsApi::new(&moto.endpoint())?;
         let this = Self { api, bed, moto };
-        this.install(&mirror, resources, data_sources)?;
-        Ok(this)
+        this.install(&mirror, (resources, data_sources), provider_config)?;
+        Ok((this, probed))
     }
 
     pub fn ns(&self) -> &str {
@@ -84,8 +98,8 @@ impl AwsBed {
     fn install(
         &self,
         mirror: &std::path::Path,
-        resources: &[&str],
-        data_sources: &[&str],
+        (resources, data_sources): (&[&str], &[&str]),
+        provider_config: Value,
     ) -> anyhow::Result<()> {
         let ns = self.ns().to_owned();
         let endpoint = self.moto.endpoint();
@@ -117,8 +131,7 @@ impl AwsBed {
                 other => bail!("Ready {other:?}"),
             }
         })?;
-        self.apply(&[
-            json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
+        let mut pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
                    "metadata": {"name": "aws", "namespace": ns},
                    "spec": {"providerRef": {"name": "aws"},
                             "config": {"region": REGION, "s3UsePathStyle": true,
@@ -126,8 +139,12 @@ impl AwsBed {
                                        "skipRegionValidation": true, "endpoints": [endpoints]},
                             "configFrom": [
                                 {"path": "accessKey", "secretKeyRef": {"name": "aws-creds", "key": "accessKeyId"}},
-                                {"path": "secretKey", "secretKeyRef": {"name": "aws-creds", "key": "secretAccessKey"}}]}}),
-        ])
+                                {"path": "secretKey", "secretKeyRef": {"name": "aws-creds", "key": "secretAccessKey"}}]}});
+        if let (Some(spec), Some(extra)) = (pc["spec"].as_object_mut(), provider_config.as_object())
+        {
+            spec.extend(extra.clone());
+        }
+        self.apply(&[pc])
     }
 
     /// `kind` (of group `aws.tf.kraken.dev`, or with `data`, of its data source group).

@@ -2,8 +2,8 @@
 # Kraken's one test command: installs the real test peers (cached under ~/.cache/kraken-testenv),
 # then checks formatting and lints and runs every test in the workspace — unit tests, the
 # provider-level tests against real provider binaries, and the end-to-end tests against a real
-# kube-apiserver + etcd, moto and the hashicorp/aws provider; then every benchmark once at a tiny
-# size (scripts/bench-smoke.sh), so a broken benchmark fails.
+# kube-apiserver + etcd, moto and the hashicorp/aws provider — and every benchmark once at a tiny
+# size (KRAKEN_BENCH_SMOKE=1), so a broken benchmark fails.
 #
 # The hashicorp/aws build is the long pole of a cold run (about 23 minutes of 2 cores cold), so it
 # starts first, in the background, and everything up to compiling the tests runs beside it at a
@@ -40,8 +40,8 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "compile the tests"
-cargo test --workspace --locked --no-run
+step "compile the tests and the benchmarks"
+cargo test --workspace --all-targets --locked --no-run
 
 step "waiting for the hashicorp/aws build"
 if ! wait "$aws_pid"; then
@@ -55,10 +55,9 @@ tail -n 3 "$aws_log" >&2
 step "every test peer (scripts/testenv.sh install)"
 scripts/testenv.sh install
 
-step "cargo test, the test binaries side by side (scripts/lib/run_tests.py)"
+step "cargo test and a smoke run of every bench, side by side (scripts/lib/run_tests.py)"
 # What `cargo test --workspace` runs, several binaries at once: most end-to-end tests wait on a
-# control plane or a provider, so one binary at a time left the cores idle.
-python3 scripts/lib/run_tests.py --log-dir "${CARGO_TARGET_DIR:-target}/test-logs" -- --workspace --locked
-
-step "every benchmark once at a tiny size (scripts/bench-smoke.sh)"
-scripts/bench-smoke.sh
+# control plane or a provider, so one binary at a time left the cores idle. The benches run
+# among them, each once at a tiny size (what scripts/bench-smoke.sh does on its own).
+python3 scripts/lib/run_tests.py --log-dir "${CARGO_TARGET_DIR:-target}/test-logs" -- \
+	--workspace --all-targets --locked

@@ -16,6 +16,11 @@ hashicorp/aws provider, three operators), so two heavy ones share the machine wi
 A binary's output goes to its own log; a failed binary's failures are printed when it ends and
 again, with the summary, at the very end, where CI's excerpt of the output shows them.
 Exits 1 if any binary failed or timed out.
+
+Benchmarks built with the tests (CARGO_ARGS with `--all-targets` or `--benches`) run too, once
+each at a tiny size (`KRAKEN_BENCH_SMOKE=1`, what scripts/bench-smoke.sh does one after the
+other), named `bench:NAME`: a broken bench fails the run like a failed test, and its smoke run
+overlaps the tests instead of following them. A bench passes when it exits 0.
 """
 
 import argparse
@@ -35,6 +40,7 @@ HEAVY = {
     "aws_chaos",
     "convert_aws",
     "operator_shards",  # three operators over thousands of objects
+    "bench:aws",  # hashicorp/aws, moto and Terraform at two parallelism levels
 }
 
 
@@ -55,14 +61,23 @@ def build(cargo_args):
             continue
         if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
             continue
-        if not msg.get("profile", {}).get("test"):
-            continue
         target = msg["target"]
+        # Bins are also built as plain executables for the tests to run; benches without
+        # libtest's harness are not built in test mode at all.
+        if not msg.get("profile", {}).get("test") and target["kind"][0] != "bench":
+            continue
+        if any(f[1] == msg["executable"] for f in found):
+            continue
         package = msg["package_id"]
         manifest_dir = str(Path(msg["manifest_path"]).parent)
         pkg_name = package_name(msg["manifest_path"])
         kind = target["kind"][0]
-        name = target["name"] if kind in ("test", "bench") else f"{pkg_name} ({kind})"
+        if kind == "bench":
+            name = f"bench:{target['name']}"
+        elif kind == "test":
+            name = target["name"]
+        else:
+            name = f"{pkg_name} ({kind})"
         found.append((name, msg["executable"], manifest_dir, package))
     if proc.returncode != 0:
         log(f"building the tests failed (exit {proc.returncode})")
@@ -120,6 +135,8 @@ class Run:
     def launch(self):
         env = dict(os.environ)
         env["CARGO_MANIFEST_DIR"] = self.cwd
+        if self.name.startswith("bench:"):
+            env["KRAKEN_BENCH_SMOKE"] = "1"
         self.out = open(self.log_path, "w")
         self.start = time.monotonic()
         # A session of its own, so a timeout can stop the binary and everything it started.

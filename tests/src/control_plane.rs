@@ -13,6 +13,22 @@ const KUSTOMIZE_MAX: usize = 64;
 /// How many kubectl processes [`ControlPlane::install_crds`] runs at once for a larger set.
 const APPLY_CHUNKS: usize = 4;
 
+/// A kubectl duration of whole seconds, minutes or hours (`60s`, `30m`, `1h`).
+fn kubectl_duration(text: &str) -> anyhow::Result<std::time::Duration> {
+    let split = text.len().saturating_sub(1);
+    let (n, unit) = text.split_at(split);
+    let n: u64 = n
+        .parse()
+        .with_context(|| format!("{text:?} is not a kubectl duration"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => bail!("{text:?} is not a kubectl duration (s, m or h)"),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 /// The files a codegen directory's `kustomization.yaml` lists under `resources:`.
 fn kustomized_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let path = dir.join("kustomization.yaml");
@@ -273,18 +289,35 @@ impl ControlPlane {
 
     /// Wait (up to `timeout`, a kubectl duration) until every CRD labelled `label` is
     /// Established.
+    ///
+    /// `kubectl wait` fails outright ("status.conditions accessor error") on a CRD the API
+    /// server has stored but not yet given any condition, which a loaded server shows for a
+    /// while after a large install; such a wait is tried again, within the same deadline.
     pub fn wait_established(&self, label: &str, timeout: &str) -> anyhow::Result<()> {
-        let timeout = format!("--timeout={timeout}");
-        let args = [
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "-l",
-            label,
-            &timeout,
-        ];
-        self.kubectl(&args)?;
-        Ok(())
+        let deadline = std::time::Instant::now() + kubectl_duration(timeout)?;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let timeout = format!("--timeout={}s", left.as_secs().max(1));
+            let args = [
+                "wait",
+                "--for=condition=Established",
+                "crd",
+                "-l",
+                label,
+                &timeout,
+            ];
+            let out = self.kubectl_output(&args)?;
+            if out.status.success() {
+                return Ok(());
+            }
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !stderr.contains(".status.conditions accessor error")
+                || std::time::Instant::now() >= deadline
+            {
+                bail!("kubectl {} failed: {stderr}", args.join(" "));
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
     }
 
     /// Run kubectl with `input` on its standard input, whatever its exit status.

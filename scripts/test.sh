@@ -59,8 +59,5 @@ step "cargo test and a smoke run of every bench, side by side (scripts/lib/run_t
 # What `cargo test --workspace` runs, several binaries at once: most end-to-end tests wait on a
 # control plane or a provider, so one binary at a time left the cores idle. The benches run
 # among them, each once at a tiny size (what scripts/bench-smoke.sh does on its own).
-# Dozens of API servers share two cores here: a higher GC target for them than Go's 100 trades
-# memory (plenty) for CPU (scripts/testenv/servers.sh). Benchmarks leave it unset.
-export KRAKEN_APISERVER_GOGC=${KRAKEN_APISERVER_GOGC:-400}
 python3 scripts/lib/run_tests.py --log-dir "${CARGO_TARGET_DIR:-target}/test-logs" -- \
 	--workspace --all-targets --locked

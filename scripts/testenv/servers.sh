@@ -196,17 +196,7 @@ start_servers() {
 	# /debug/pprof stays off unless KRAKEN_APISERVER_PROFILING=true (for profiling a benchmark).
 	# No endpoint reconciler: it would try (and fail, loudly) to publish 127.0.0.1 as the
 	# `kubernetes` service endpoint; nothing here routes service traffic anyway.
-	# KRAKEN_APISERVER_GOGC sets the API server's Go GC target (unset: Go's 100, as a real
-	# cluster runs it, so the benchmarks see the usual cost). Collection is a third or more of
-	# the server's CPU under a test load, and scripts/test.sh, which runs dozens of servers on
-	# two cores, trades memory for it.
-	local goenv=()
-	if [[ -n ${KRAKEN_APISERVER_GOGC:-} ]]; then
-		[[ $KRAKEN_APISERVER_GOGC =~ ^([1-9][0-9]*|off)$ ]] ||
-			die "KRAKEN_APISERVER_GOGC=$KRAKEN_APISERVER_GOGC: a percentage or off"
-		goenv=(env "GOGC=$KRAKEN_APISERVER_GOGC")
-	fi
-	local apiserver=("${goenv[@]}" "$KRAKEN_TEST_KUBE_APISERVER"
+	local apiserver=("$KRAKEN_TEST_KUBE_APISERVER"
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port"
 		--etcd-servers="http://127.0.0.1:$etcd_port"
 		--cert-dir="$pki" --tls-cert-file="$pki/server.crt" --tls-private-key-file="$pki/server.key"

@@ -32,9 +32,8 @@ use kraken_tests::bench::knobs::{self, knob};
 use kraken_tests::bench::{
     Gogc, Ratios, Seen, fair, kraken_plan_at, pct, run_watched, terraform, terraform_watched,
 };
-use kraken_tests::operator::bed::provider_config_manifest;
+use kraken_tests::operator::bed::apply_fixture_config_at;
 use kraken_tests::{ControlPlane, TestEnv, fixture_terraform_header, kraken_bin, scratch_dir};
-use serde_json::json;
 
 const NS: &str = "bench-convert";
 
@@ -83,14 +82,7 @@ fn world(n: usize) -> anyhow::Result<World> {
 
 /// The ProviderConfig `fixture` with `maxConcurrency: level` (no operator runs to react).
 fn set_level(w: &World, level: usize) -> anyhow::Result<()> {
-    let mut pc = provider_config_manifest(
-        NS,
-        "fixture",
-        json!({"ledgerDir": w.ledger.path().to_string_lossy()}),
-    );
-    pc["spec"]["maxConcurrency"] = json!(level);
-    w.cp.apply_yaml(NS, &pc.to_string())?;
-    Ok(())
+    apply_fixture_config_at(&w.cp, NS, "fixture", w.ledger.path(), level)
 }
 
 /// One level's samples.

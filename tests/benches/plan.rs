@@ -31,7 +31,7 @@ use kraken_tests::bench::{
     Gogc, OperatorBuild, Ratios, Seen, fair, kraken_plan_at, operator_builds, pct,
     terraform_watched,
 };
-use kraken_tests::operator::bed::{object_manifest, provider_config_manifest, yaml_documents};
+use kraken_tests::operator::bed::{apply_fixture_config_at, object_manifest, yaml_documents};
 use kraken_tests::{ControlPlane, TestEnv, fixture_terraform_header, scratch_dir};
 use serde_json::json;
 
@@ -77,14 +77,7 @@ fn world(n: usize) -> anyhow::Result<World> {
 
 /// The ProviderConfig `default` with `maxConcurrency: level` (no operator runs to react).
 fn set_level(w: &World, level: usize) -> anyhow::Result<()> {
-    let mut pc = provider_config_manifest(
-        NS,
-        "default",
-        json!({"ledgerDir": w.ledger.path().to_string_lossy()}),
-    );
-    pc["spec"]["maxConcurrency"] = json!(level);
-    w.cp.apply_yaml(NS, &pc.to_string())?;
-    Ok(())
+    apply_fixture_config_at(&w.cp, NS, "default", w.ledger.path(), level)
 }
 
 fn main() -> anyhow::Result<()> {

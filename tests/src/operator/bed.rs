@@ -562,6 +562,21 @@ pub fn provider_config_manifest(ns: &str, name: &str, config: Value) -> Value {
     })
 }
 
+/// Applies the fixture ProviderConfig `name` writing to `ledger`, with `maxConcurrency:
+/// level` (what the benches set at each parallelism level).
+pub fn apply_fixture_config_at(
+    cp: &crate::ControlPlane,
+    ns: &str,
+    name: &str,
+    ledger: &std::path::Path,
+    level: usize,
+) -> anyhow::Result<()> {
+    let mut pc = provider_config_manifest(ns, name, json!({"ledgerDir": ledger.to_string_lossy()}));
+    pc["spec"]["maxConcurrency"] = json!(level);
+    cp.apply_yaml(ns, &pc.to_string())?;
+    Ok(())
+}
+
 /// A multi-document YAML stream of these manifests (each document in JSON, which is YAML).
 pub fn yaml_documents(docs: &[Value]) -> String {
     docs.iter()

@@ -201,12 +201,22 @@ impl ControlPlane {
     /// Run kubectl against this control plane, whatever its exit status.
     pub fn kubectl_output(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
         let env = TestEnv::load()?;
-        Command::new(env.path("KRAKEN_TEST_KUBECTL")?)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+        self.kubectl_command(&env)?
             .args(args)
             .output()
             .context("failed to run kubectl")
+    }
+
+    /// kubectl against this control plane, with its own discovery cache: kubectl caches
+    /// discovery under `~/.kube/cache` by host and port, and a port freed by a control plane
+    /// that is gone is often taken by the next one, which then sees the kinds of the old one
+    /// ("the server doesn't have a resource type").
+    fn kubectl_command(&self, env: &TestEnv) -> anyhow::Result<Command> {
+        let mut cmd = Command::new(env.path("KRAKEN_TEST_KUBECTL")?);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env("KUBECACHEDIR", self.run_dir.join("kubectl-cache"));
+        Ok(cmd)
     }
 
     /// The run directory (`scripts/testenv.sh up RUN_DIR`): logs, pid files, certificates.
@@ -328,9 +338,8 @@ impl ControlPlane {
     ) -> anyhow::Result<std::process::Output> {
         use std::io::Write as _;
         let env = TestEnv::load()?;
-        let mut child = Command::new(env.path("KRAKEN_TEST_KUBECTL")?)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+        let mut child = self
+            .kubectl_command(&env)?
             .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

@@ -46,6 +46,7 @@ impl Kubectl {
         cmd.args(args)
             .env("PATH", std::env::join_paths(dirs)?)
             .env_remove("KUBECONFIG")
+            .env("KUBECACHEDIR", self.plugin_dir.path().join("cache"))
             .stdin(std::process::Stdio::null());
         if let Some(k) = kubeconfig_env {
             cmd.env("KUBECONFIG", k);

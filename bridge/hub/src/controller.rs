@@ -441,10 +441,12 @@ async fn gather(
                     }
                     sources.declarations.insert(declaration.clone(), sd);
                 }
+                // A declaration the hub does not believe names no Secret worth fetching.
                 let secret = sources
                     .declarations
                     .get(declaration)
                     .and_then(Option::as_ref)
+                    .filter(|sd| crate::trust::vouch(sd, declaration).is_ok())
                     .and_then(|sd| sensitive_secret(sd, path))
                     .map(str::to_owned);
                 if let Some(secret) = secret {

@@ -28,6 +28,7 @@ pub mod index;
 pub mod parse;
 pub mod producer;
 pub mod resolve;
+pub mod trust;
 mod watches;
 
 pub use convert::{convert, json_kind, lookup, to_text};

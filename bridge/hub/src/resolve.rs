@@ -235,6 +235,7 @@ fn read_output(
             ),
         ));
     };
+    super::trust::vouch(sd, declaration)?;
     let Some(secret_name) = sensitive_secret(sd, out) else {
         return match lookup(&sd.spec.outputs, out) {
             Some(v) => Ok(Got {
@@ -250,6 +251,9 @@ fn read_output(
             )),
         };
     };
+    if let Some(secret) = sources.secret(secret_name) {
+        super::trust::vouch_outputs(sd, declaration, secret)?;
+    }
     let first = out.split('.').next().unwrap_or_default();
     let Some(text) = sources.secret_text(secret_name, first) else {
         return Err(Failure::new(

@@ -21,18 +21,14 @@ fn kit(fake: &FakeApi) -> Kit {
 fn hub(fake: &FakeApi) -> Arc<Hub> {
     let index = Arc::new(Index::default());
     // A running controller of Pet: its subscription stays open for the test.
-    std::mem::forget(index.subscribe("x", "Pet"));
+    std::mem::forget(index.subscribe("x.tf.kraken.dev", "Pet"));
     Arc::new(Hub::new(Arc::new(kit(fake)), index))
 }
 
+/// What producer Pet `name` (group x) publishes: StateDeclaration `pet-<name>.x`.
 fn declaration(fake: &FakeApi, name: &str, outputs: Json) {
-    fake.insert(
-        "statedeclarations",
-        json!({"apiVersion": GROUP_VERSION, "kind": "StateDeclaration",
-               "metadata": {"name": name, "namespace": NS},
-               "spec": {"producer": {"apiVersion": "x/v1", "kind": "Pet", "name": name},
-                        "outputs": outputs}}),
-    );
+    let sd = crate::trust::published_json((NS, "x.tf.kraken.dev"), "Pet", name, outputs);
+    fake.insert("statedeclarations", sd);
 }
 
 fn config_map(fake: &FakeApi, name: &str, data: Json) {
@@ -58,7 +54,7 @@ fn request(fake: &FakeApi, name: &str, references: Json) {
         "dependencyrequests",
         json!({"apiVersion": GROUP_VERSION, "kind": "DependencyRequest",
                "metadata": {"name": name, "namespace": NS},
-               "spec": {"consumer": {"apiVersion": "x/v1", "kind": "Object", "name": name},
+               "spec": {"consumer": {"apiVersion": "x.tf.kraken.dev/v1", "kind": "Object", "name": name},
                         "references": references}}),
     );
 }
@@ -101,7 +97,7 @@ fn values(dr: &DependencyRequest) -> Json {
 #[tokio::test]
 async fn resolves_outputs_keys_and_templates_with_sensitive_values_apart() -> anyhow::Result<()> {
     let fake = FakeApi::new();
-    declaration(&fake, "pet-a.x", json!({"id": "i-1", "port": 8080}));
+    declaration(&fake, "a", json!({"id": "i-1", "port": 8080}));
     config_map(&fake, "settings", json!({"region": "eu-west-1"}));
     secret(&fake, "db", "password", "hunter2");
     request(
@@ -257,7 +253,7 @@ async fn a_changed_value_resolves_again_and_an_unchanged_one_writes_nothing() ->
 #[tokio::test]
 async fn a_conflict_on_the_status_write_converges_on_retry() -> anyhow::Result<()> {
     let fake = FakeApi::new();
-    declaration(&fake, "pet-a.x", json!({"id": "i-1"}));
+    declaration(&fake, "a", json!({"id": "i-1"}));
     request(
         &fake,
         "object-x",
@@ -283,9 +279,9 @@ async fn a_sharded_hub_resolves_only_the_requests_of_its_consumers() -> anyhow::
         "dependencyrequests",
         json!({"apiVersion": GROUP_VERSION, "kind": "DependencyRequest",
                "metadata": {"name": "pet", "namespace": NS,
-                            "ownerReferences": [{"apiVersion": "x/v1", "kind": "Pet", "name": "pet",
+                            "ownerReferences": [{"apiVersion": "x.tf.kraken.dev/v1", "kind": "Pet", "name": "pet",
                                                  "uid": "consumer-uid", "controller": true}]},
-               "spec": {"consumer": {"apiVersion": "x/v1", "kind": "Pet", "name": "pet"},
+               "spec": {"consumer": {"apiVersion": "x.tf.kraken.dev/v1", "kind": "Pet", "name": "pet"},
                         "references": [{"path": "size", "configMapKeyRef": {"name": "settings", "key": "size"}}]}}),
     );
     let view = View::new(["replica-a", "replica-b"]);
@@ -350,18 +346,14 @@ async fn a_resolution_with_newly_published_values_observes_their_propagation() -
     let fake = FakeApi::new();
     let published =
         k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(2);
-    fake.insert(
-        "statedeclarations",
-        json!({"apiVersion": GROUP_VERSION, "kind": "StateDeclaration",
-               "metadata": {"name": "pet-a", "namespace": NS,
-                            "annotations": {PUBLISHED_AT_ANNOTATION: published.to_string()}},
-               "spec": {"producer": {"apiVersion": "x/v1", "kind": "Pet", "name": "a"},
-                        "outputs": {"id": "a-1"}}}),
-    );
+    let mut sd =
+        crate::trust::published_json((NS, "x.tf.kraken.dev"), "Pet", "a", json!({"id": "a-1"}));
+    sd["metadata"]["annotations"] = json!({PUBLISHED_AT_ANNOTATION: published.to_string()});
+    fake.insert("statedeclarations", sd);
     request(
         &fake,
         "consumer",
-        json!([{"path": "id", "stateDeclaration": {"name": "pet-a", "path": "id"}}]),
+        json!([{"path": "id", "stateDeclaration": {"name": "pet-a.x", "path": "id"}}]),
     );
     let hub = hub(&fake);
     pass(&fake, &hub, "consumer").await?;
@@ -397,7 +389,7 @@ async fn a_resolution_with_newly_published_values_observes_their_propagation() -
 #[tokio::test]
 async fn a_pass_succeeds_or_backs_off_in_the_controller_shape() -> anyhow::Result<()> {
     let fake = FakeApi::new();
-    declaration(&fake, "pet-a.x", json!({"id": "i-1"}));
+    declaration(&fake, "a", json!({"id": "i-1"}));
     request(
         &fake,
         "object-x",

@@ -21,16 +21,18 @@ fn env() -> Env {
     let fake = FakeApi::new();
     let index = Arc::new(Index::default());
     // A running controller of Pet (group x): its subscription stays open for the test.
-    std::mem::forget(index.subscribe("x", "Pet"));
+    std::mem::forget(index.subscribe("x.tf.kraken.dev", "Pet"));
     let kit = Arc::new(Kit::new(fake.client(), Arc::new(Metrics::new())));
     let hub = Arc::new(Hub::new(kit.clone(), index.clone()));
     let ex = Arc::new(Exporter { kit, index });
     fake.insert(
         "statedeclarations",
-        json!({"apiVersion": GROUP_VERSION, "kind": "StateDeclaration",
-               "metadata": {"name": "pet-a.x", "namespace": NS},
-               "spec": {"producer": {"apiVersion": "x/v1", "kind": "Pet", "name": "a"},
-                        "outputs": {"id": "i-1", "port": 8080}}}),
+        crate::trust::published_json(
+            (NS, "x.tf.kraken.dev"),
+            "Pet",
+            "a",
+            json!({"id": "i-1", "port": 8080}),
+        ),
     );
     fake.insert(
         "secrets",

@@ -3,6 +3,7 @@
 use super::*;
 use crate::parse;
 use k8s_openapi::ByteString;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kraken_core_kinds::hub::{
     KeySource, ObjectReference, ResourceSource, SensitiveOutputs, StateDeclarationSpec,
 };
@@ -12,7 +13,12 @@ fn sources() -> Sources {
     let mut pet = StateDeclaration::new(
         "pet-a.random",
         StateDeclarationSpec {
-            producer: ObjectReference::default(),
+            producer: ObjectReference {
+                api_version: "random.tf.kraken.dev/v1alpha1".into(),
+                kind: "Pet".into(),
+                name: "a".into(),
+                uid: "u-a".into(),
+            },
             outputs: json!({"id": "i-1", "n": 5, "ips": ["10.0.0.1"]}),
             sensitive: Some(SensitiveOutputs {
                 secret_name: "pet-a.random-outputs".into(),
@@ -21,12 +27,25 @@ fn sources() -> Sources {
         },
     );
     pet.metadata.namespace = Some("ns".into());
+    let owner = OwnerReference {
+        api_version: "random.tf.kraken.dev/v1alpha1".into(),
+        kind: "Pet".into(),
+        name: "a".into(),
+        uid: "u-a".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    pet.metadata.owner_references = Some(vec![owner.clone()]);
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "ports"}, "data": {"http": "8080", "word": "seven"},
     }))
     .expect("config map");
-    let secret = |data: &[(&str, &str)]| Secret {
+    let secret = |owners: Option<Vec<OwnerReference>>, data: &[(&str, &str)]| Secret {
+        metadata: kube::api::ObjectMeta {
+            owner_references: owners,
+            ..Default::default()
+        },
         data: Some(
             data.iter()
                 .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
@@ -42,13 +61,13 @@ fn sources() -> Sources {
         .into(),
         config_maps: [("ports".to_owned(), Some(cm))].into(),
         secrets: [
-            ("db".to_owned(), Some(secret(&[("pw", "hunter2")]))),
+            ("db".to_owned(), Some(secret(None, &[("pw", "hunter2")]))),
             (
                 "pet-a.random-outputs".to_owned(),
-                Some(secret(&[
-                    ("password", "\"s3cret\""),
-                    ("conn", "{\"host\":\"h\"}"),
-                ])),
+                Some(secret(
+                    Some(vec![owner.clone()]),
+                    &[("password", "\"s3cret\""), ("conn", "{\"host\":\"h\"}")],
+                )),
             ),
         ]
         .into(),

@@ -19,10 +19,10 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
-use super::resolve::{Resolution, Sources, resolve, sensitive_secret};
+use super::resolve::{Resolution, Sources, resolve};
 use super::watches::{AbortOnDrop, readers, request_changes, retriggered, spawn_pending_gauge};
 use super::{
     Failure, Index, ObjectKey, PUBLISHED_AT_ANNOTATION, Parsed, Source, SourceKind, find_cycle,
@@ -344,7 +344,7 @@ async fn resolve_request(
             )
         }
         None => {
-            let sources = gather(hub, ns, &parsed).await?;
+            let sources = gather::gather(hub, ns, &parsed).await?;
             (resolve(&parsed, &sources), newest_publication(&sources))
         }
     };
@@ -416,72 +416,6 @@ fn cycle(hub: &Hub, dr: &DependencyRequest, ns: &str, name: &str) -> Option<Fail
         reason::CYCLE,
         format!("the references form a cycle: {}", cycle.join(" → ")),
     ))
-}
-
-/// Reads every object the references name, each once (with the Secret of a StateDeclaration's
-/// sensitive outputs when a reference reads one of those).
-async fn gather(
-    hub: &Hub,
-    ns: &str,
-    parsed: &[(&ValueReference, Result<Parsed, Failure>)],
-) -> Result<Sources, kube::Error> {
-    let mut sources = Sources::default();
-    let all = parsed
-        .iter()
-        .filter_map(|(_, p)| p.as_ref().ok())
-        .flat_map(Parsed::sources);
-    for source in all {
-        match source {
-            Source::Output { declaration, path } => {
-                if !sources.declarations.contains_key(declaration) {
-                    let sd = hub.declaration(ns, declaration).await?;
-                    if sd.is_none() {
-                        // Producers publish once read: tell this one it is.
-                        hub.index.wake_producer(ns, declaration);
-                    }
-                    sources.declarations.insert(declaration.clone(), sd);
-                }
-                // A declaration the hub does not believe names no Secret worth fetching.
-                let secret = sources
-                    .declarations
-                    .get(declaration)
-                    .and_then(Option::as_ref)
-                    .filter(|sd| crate::trust::vouch(sd, declaration).is_ok())
-                    .and_then(|sd| sensitive_secret(sd, path))
-                    .map(str::to_owned);
-                if let Some(secret) = secret {
-                    fetch_secret(&hub.client, ns, &secret, &mut sources).await?;
-                }
-            }
-            Source::ConfigMap { name, .. } => {
-                if !sources.config_maps.contains_key(name) {
-                    let cm = Api::<ConfigMap>::namespaced(hub.client.clone(), ns)
-                        .get_opt(name)
-                        .await?;
-                    sources.config_maps.insert(name.clone(), cm);
-                }
-            }
-            Source::Secret { name, .. } => {
-                fetch_secret(&hub.client, ns, name, &mut sources).await?
-            }
-        }
-    }
-    Ok(sources)
-}
-
-async fn fetch_secret(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    sources: &mut Sources,
-) -> Result<(), kube::Error> {
-    if !sources.secrets.contains_key(name) {
-        let s = Api::<Secret>::namespaced(client.clone(), ns)
-            .get_opt(name)
-            .await?;
-        sources.secrets.insert(name.to_owned(), s);
-    }
-    Ok(())
 }
 
 /// The request's next status from `resolution`, after writing its sensitive values into its
@@ -599,6 +533,8 @@ async fn write_values_secret(
     super::apply_owned_secret(&api, (&hub.metrics, MANAGER), (ns, name), owner, data).await?;
     Ok(true)
 }
+
+mod gather;
 
 #[cfg(test)]
 mod tests;

@@ -348,7 +348,11 @@ fn convert_and_seed(
     // From here on moto records every request: planning and adopting may only read.
     ab.moto.record()?;
     // The states Terraform left, seeded: the operator and the plan refresh them instead of
-    // importing (hashicorp/aws cannot import an SQS queue by a moto URL, below).
+    // importing (hashicorp/aws cannot import an SQS queue by a moto URL, below). Seeding is
+    // authorized where the chart's policy kraken-state-seeding is installed (the test's admin
+    // is in system:masters, which it admits).
+    let seeding = kraken_tests::helm_template(&["--show-only", "templates/state-seeding.yaml"])?;
+    ab.bed.apply(&seeding)?;
     ab.bed
         .apply(&std::fs::read_to_string(out.join("terraform-state.yaml"))?)?;
     let files = manifests(out)?;

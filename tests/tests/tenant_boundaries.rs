@@ -1,10 +1,13 @@
-//! Trust boundaries against the namespace user: each test plays a tenant who may do anything
-//! in their own namespace (a Role with every verb on every resource there, used through
-//! impersonation) but holds no approver binding and is not the operator, against the real API
+//! Trust boundaries against the namespace user: each test plays a tenant who may edit anything
+//! in their own namespace (a Role with the editing verbs on every resource of every group
+//! there, used through impersonation) but holds none of the verbs Kraken's admission policies
+//! ask about (`approve` plans, `seed` states) and is not the operator, against the real API
 //! server, the chart's admission policies and the operator; each attempt must fail.
 
 #[path = "tenant_boundaries/hub.rs"]
 mod hub;
+#[path = "tenant_boundaries/state.rs"]
+mod state;
 
 use std::time::Duration;
 
@@ -17,13 +20,16 @@ const CONVERGE: Duration = Duration::from_secs(60);
 /// The tenant of these tests.
 const TENANT: &str = "mallory";
 
-/// Gives [`TENANT`] every verb on every resource in the bed's namespace: the most a namespace
-/// user gets.
+/// Gives [`TENANT`] the editing verbs on every resource of every group in the bed's namespace
+/// (what Kubernetes' `edit` role gives, and more: Secrets, status, every Kraken kind). A `*`
+/// verb would include `approve` and `seed`, the verbs of the reviewers and migrators.
 fn bind_tenant(bed: &FixtureBed) -> anyhow::Result<()> {
     let docs = [
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                "metadata": {"name": "tenant", "namespace": bed.ns},
-               "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+               "rules": [{"apiGroups": ["*"], "resources": ["*"],
+                          "verbs": ["get", "list", "watch", "create", "update", "patch",
+                                    "delete", "deletecollection"]}]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": "tenant", "namespace": bed.ns},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -60,5 +66,22 @@ fn apply_as_tenant(bed: &FixtureBed, doc: &Value) -> anyhow::Result<Result<(), S
         Ok(())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    })
+}
+
+/// The tenant's write of `doc`, tried until refused (a new admission policy takes a moment to
+/// reach the API server; an admitted write is deleted again): the refusal's message.
+fn refused_to_tenant(bed: &FixtureBed, doc: &Value, what: &str) -> anyhow::Result<String> {
+    kraken_tests::wait_for(CONVERGE, &format!("{what} refused to the tenant"), || {
+        match apply_as_tenant(bed, doc)? {
+            Ok(()) => {
+                let out = bed
+                    .cp
+                    .kubectl_stdin(&["delete", "-f", "-"], doc.to_string().as_bytes())?;
+                anyhow::ensure!(out.status.success(), "deleting the admitted {what}");
+                anyhow::bail!("{what} was admitted")
+            }
+            Err(message) => Ok(Some(message)),
+        }
     })
 }

@@ -68,6 +68,10 @@ pub mod reason {
     /// An object Kraken derives for this one (its state Secret, StateDeclaration, outputs
     /// Secret) exists and is someone else's.
     pub const NOT_OWNED: &str = "NotOwned";
+    /// The state Secret is not as Kraken wrote it (its seal): nothing is done with it.
+    pub const STATE_TAMPERED: &str = "StateTampered";
+    /// A seeded state Secret where no admission policy authorizes seeding.
+    pub const SEED_NOT_AUTHORIZED: &str = "SeedNotAuthorized";
     pub const CREATE_INTERRUPTED: &str = "CreateInterrupted";
     pub const EXTERNAL_OBJECT_MISSING: &str = "ExternalObjectMissing";
     pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";

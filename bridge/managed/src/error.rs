@@ -69,6 +69,10 @@ impl Error {
             Error::CreateInterrupted(_) => reason::CREATE_INTERRUPTED,
             Error::ExternalObjectMissing(_) => reason::EXTERNAL_OBJECT_MISSING,
             Error::Api(_) => reason::API_ERROR,
+            Error::State(super::state::StateError::Tampered { .. }) => reason::STATE_TAMPERED,
+            Error::State(super::state::StateError::SeedNotAuthorized { .. }) => {
+                reason::SEED_NOT_AUTHORIZED
+            }
             Error::State(_) => reason::INVALID_SPEC,
             Error::Fenced(_) => reason::FENCED,
         }
@@ -85,7 +89,10 @@ impl Error {
             Error::InvalidSpec(_)
                 | Error::Source(kraken_source::Error::InvalidSpec(_))
                 | Error::ReplaceRefused(_)
-                | Error::State(_)
+                | Error::State(
+                    super::state::StateError::WrongType { .. }
+                        | super::state::StateError::Invalid { .. }
+                )
         )
     }
 

@@ -32,6 +32,7 @@ mod read;
 mod reconcile;
 mod recover;
 mod report;
+pub mod seal;
 pub mod share;
 mod spec;
 pub mod state;

@@ -34,6 +34,20 @@ pub enum StateError {
     WrongType { name: String, found: String },
     #[error("state secret {name} has an invalid {key}")]
     Invalid { name: String, key: &'static str },
+    /// Not as Kraken wrote it ([`crate::seal`]): nothing is done with it.
+    #[error(
+        "the state Secret {name} was changed by someone other than Kraken ({why}); nothing is \
+         applied, destroyed or written over until an administrator restores it from a backup \
+         or deletes it (then set spec.importId to adopt the object again)"
+    )]
+    Tampered { name: String, why: String },
+    /// A seeded state where seeding is not authorized ([`crate::seal::SEEDING_POLICY`]).
+    #[error(
+        "the seeded state Secret {name} is not taken: seeding is authorized only where the \
+         admission policy {policy} is installed (it admits such Secrets only from users who may \
+         `seed` states.kraken.dev in the namespace)"
+    )]
+    SeedNotAuthorized { name: String, policy: &'static str },
 }
 
 /// What the state Secret holds.

@@ -32,6 +32,7 @@ mod identity;
 mod pass;
 mod plans;
 mod replace;
+mod sealed;
 mod seeded;
 mod shape;
 

@@ -2,6 +2,7 @@
 //! and none happens when nothing changed: metadata (finalizer, create fence), the state
 //! Secret, status, Events.
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -9,6 +10,7 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value as Json, json};
 
 use super::error::{Error, Result};
+use super::seal;
 use super::state::{self, Deposed, Stored};
 use super::{FIELD_MANAGER, FINALIZER, KindContext};
 use kraken_kit::conditions::Condition;
@@ -221,6 +223,7 @@ impl<'a> Run<'a> {
                     .ctx
                     .fence
                     .superseded_by(state::epoch_of(&secret).as_ref())?;
+                self.verify_seal(&secret)?;
                 self.set_state_seen(Some(&secret.metadata));
                 let stored = Stored::from_secret(&secret)?;
                 self.set_deposed(stored.deposed.clone());
@@ -241,11 +244,32 @@ impl<'a> Run<'a> {
     /// object owns yet: this object's. Written back at once, owned, so it is never taken again
     /// and goes with the object.
     async fn adopt_seeded_state(&self, secret: &Secret) -> Result<Stored> {
+        self.seeding_authorized(secret).await?;
         self.set_state_seen(Some(&secret.metadata));
         let stored = Stored::from_secret(secret)?;
         self.set_deposed(stored.deposed.clone());
         self.save_state(&stored).await?;
         Ok(stored)
+    }
+
+    /// Whether the state Secret is as Kraken wrote it for this object ([`seal`]).
+    fn verify_seal(&self, secret: &Secret) -> Result<()> {
+        let uid = self.obj.uid().unwrap_or_default();
+        Ok(seal::verify(secret, &self.k.ctx.plan_key, &uid)?)
+    }
+
+    /// A seeded state is taken only where the admission policy [`seal::SEEDING_POLICY`] is
+    /// bound: there, a Secret labelled as seeded was written by a user allowed to seed.
+    async fn seeding_authorized(&self, secret: &Secret) -> Result<()> {
+        let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(self.k.ctx.client.clone());
+        if bindings.get_opt(seal::SEEDING_POLICY).await?.is_some() {
+            return Ok(());
+        }
+        Err(state::StateError::SeedNotAuthorized {
+            name: secret.metadata.name.clone().unwrap_or_default(),
+            policy: seal::SEEDING_POLICY,
+        }
+        .into())
     }
 
     /// An object created before state Secrets were named with the group keeps its state under
@@ -265,6 +289,7 @@ impl<'a> Run<'a> {
         if ownership::claim(&secret.metadata, &self.owner()?) != Claim::Mine {
             return Ok(None);
         }
+        self.verify_seal(&secret)?;
         *self.legacy_uid.lock().unwrap_or_else(|e| e.into_inner()) = secret.metadata.uid.clone();
         let stored = Stored::from_secret(&secret)?;
         self.set_deposed(stored.deposed.clone());
@@ -302,8 +327,10 @@ impl<'a> Run<'a> {
             deposed: self.deposed(),
             ..stored.clone()
         };
-        let mut secret = stored.to_secret(&name, &self.namespace, self.owner()?);
+        let owner = self.owner()?;
+        let mut secret = stored.to_secret(&name, &self.namespace, owner.clone());
         state::stamp_epoch(&mut secret, epoch.as_ref());
+        seal::seal_secret(&mut secret, &self.k.ctx.plan_key, &owner.uid);
         let version = match self.state_version() {
             Some(v) => Some(v),
             None => self.version_to_write_over(&name).await?,

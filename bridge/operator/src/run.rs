@@ -115,6 +115,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         kraken_managed::plan_key::PlanKey::load_or_create(&client, &opts.lease_namespace)
             .await
             .context("the key of plan ids")?;
+    kraken_managed::seal::seal_existing(&client, &opts.lease_namespace, &plan_key)
+        .await
+        .context("sealing the state Secrets written before states were sealed")?;
     let wiring = wire(&opts, &client, (&metrics, &ready), &pool, plan_key);
     if opts.shards {
         run_sharded(&opts, &leases, &wiring, &ready).await;

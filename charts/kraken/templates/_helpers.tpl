@@ -16,3 +16,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/name: kraken
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+{{- /* The operator's user name: its ServiceAccount's. */ -}}
+{{- define "kraken.operatorUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "kraken.name" . }}
+{{- end -}}

@@ -3,7 +3,7 @@
 use anyhow::{Context as _, ensure};
 use serde_json::{Value, json};
 
-use super::{CONVERGE, apply_as_tenant, bind_tenant, install_chart_template};
+use super::{CONVERGE, apply_as_tenant, bind_tenant, install_chart_template, refused_to_tenant};
 use kraken_tests::operator::bed::{OBJECT_API_VERSION, state_secret_name, wait_condition};
 use kraken_tests::operator::{FixtureBed, OperatorOptions};
 
@@ -81,24 +81,9 @@ fn declaration(bed: &FixtureBed, name: &str, uid: &str) -> anyhow::Result<Value>
                                "keys": ["state"]}}}))
 }
 
-/// The admission policy takes a moment to reach the API server: tries until the tenant's
-/// write of `forged` is refused, and names why.
+/// The tenant's write of `forged` is refused, naming who may write.
 fn expect_tenant_refused(bed: &FixtureBed, forged: &Value) -> anyhow::Result<()> {
-    let message = kraken_tests::wait_for(CONVERGE, "the hub-writers policy in force", || {
-        match apply_as_tenant(bed, forged)? {
-            Ok(()) => {
-                bed.cp.kubectl(&[
-                    "delete",
-                    "statedeclarations.core.kraken.dev",
-                    "object-db.fixture",
-                    "-n",
-                    &bed.ns,
-                ])?;
-                anyhow::bail!("the tenant's StateDeclaration was admitted")
-            }
-            Err(message) => Ok(Some(message)),
-        }
-    })?;
+    let message = refused_to_tenant(bed, forged, "a StateDeclaration")?;
     ensure!(
         message.contains("only the Kraken operator writes statedeclarations")
             && message.contains("mallory"),

@@ -26,6 +26,18 @@ fn seeded(env: &Env, attributes: &Json, label: bool) {
     );
 }
 
+/// The admission policy that authorizes seeding, bound (as the chart installs it).
+fn authorize_seeding(env: &Env) {
+    env.api.insert(
+        "validatingadmissionpolicybindings",
+        json!({"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": crate::seal::SEEDING_POLICY},
+               "spec": {"policyName": crate::seal::SEEDING_POLICY,
+                        "validationActions": ["Deny"]}}),
+    );
+}
+
 fn terraform_state() -> Json {
     json!({"id": "ext", "name": "ext", "description": "theirs", "zone": null,
            "tags": null, "password": null, "token": "t"})
@@ -36,6 +48,7 @@ async fn a_seeded_state_is_refreshed_not_imported() -> anyhow::Result<()> {
     let env = Env::new();
     existing(&env, "ext");
     seeded(&env, &terraform_state(), true);
+    authorize_seeding(&env);
     let spec = json!({"importId": "ext", "forProvider": {"name": "ext", "description": "theirs"}});
     env.create("a", spec);
     env.pass("a").await?;
@@ -56,8 +69,40 @@ async fn a_seeded_state_is_refreshed_not_imported() -> anyhow::Result<()> {
         .unwrap_or_default();
     let owner = &secret["metadata"]["ownerReferences"][0];
     assert_eq!(owner["kind"], "Thing", "owned from then on: {secret}");
+    assert!(
+        secret["data"][crate::seal::KEY_SEAL].is_string(),
+        "sealed as it is adopted: {secret}"
+    );
     let obj = env.object("a").unwrap_or_default();
     assert_eq!(obj["status"]["atProvider"]["id"], "ext");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_seeded_state_is_not_taken_where_seeding_is_not_authorized() -> anyhow::Result<()> {
+    let env = Env::new();
+    existing(&env, "ext");
+    seeded(&env, &terraform_state(), true);
+    env.create(
+        "a",
+        json!({"importId": "ext", "forProvider": {"name": "ext"}}),
+    );
+    env.pass("a").await?;
+    let (status, reason) = env.condition("a", "Synced");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "SeedNotAuthorized")
+    );
+    assert_eq!(env.plugin.calls("ImportResourceState"), 0);
+    assert_eq!(env.plugin.calls("ApplyResourceChange"), 0);
+    let secret = env
+        .api
+        .get("secrets", NS, "thing-a.fake-tfstate")
+        .unwrap_or_default();
+    assert!(
+        secret["metadata"]["ownerReferences"].is_null(),
+        "not taken: {secret}"
+    );
     Ok(())
 }
 

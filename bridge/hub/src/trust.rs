@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::{Failure, group_of, object_key, outputs_secret_name};
 use kraken_core_kinds::STATE_SECRET_TYPE;
-use kraken_core_kinds::hub::StateDeclaration;
+use kraken_core_kinds::hub::{ObjectReference, StateDeclaration};
 use kraken_kit::conditions::reason::FORBIDDEN;
 
 /// API groups whose objects publish StateDeclarations: generated kinds (`<provider>.tf.kraken.dev`
@@ -108,6 +108,37 @@ pub fn vouch_outputs(
     Ok(())
 }
 
+/// What the producer `producer` would publish (`outputs`, none sensitive), for a dry run
+/// (`kraken plan`) where it has not published yet: as Kraken would write it, so [`vouch`]
+/// believes it. A producer not created yet gets a stand-in UID.
+pub fn stand_in(
+    name: &str,
+    mut producer: ObjectReference,
+    outputs: serde_json::Value,
+) -> StateDeclaration {
+    if producer.uid.is_empty() {
+        producer.uid = format!("planned:{name}");
+    }
+    let owner = OwnerReference {
+        api_version: producer.api_version.clone(),
+        kind: producer.kind.clone(),
+        name: producer.name.clone(),
+        uid: producer.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    let mut sd = StateDeclaration::new(
+        name,
+        kraken_core_kinds::hub::StateDeclarationSpec {
+            producer,
+            outputs,
+            sensitive: None,
+        },
+    );
+    sd.metadata.owner_references = Some(vec![owner]);
+    sd
+}
+
 /// What a producer of kind `kind` named `name` in `group` and `ns` (uid `u-<name>`) publishes, as
 /// stored: for the tests of what reads declarations.
 #[cfg(test)]
@@ -132,7 +163,7 @@ pub(crate) fn published_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kraken_core_kinds::hub::{ObjectReference, SensitiveOutputs, StateDeclarationSpec};
+    use kraken_core_kinds::hub::{SensitiveOutputs, StateDeclarationSpec};
 
     const NAME: &str = "object-web.fixture";
 
@@ -183,6 +214,17 @@ mod tests {
         assert_eq!(vouch(&sd, NAME), Ok(()));
         let outputs = secret(vec![owner("u-web")], "Opaque");
         assert_eq!(vouch_outputs(&sd, NAME, &outputs), Ok(()));
+    }
+
+    #[test]
+    fn a_dry_runs_stand_in_is_believed() {
+        let producer = published().spec.producer;
+        let mut unborn = producer.clone();
+        unborn.uid.clear();
+        for p in [producer, unborn] {
+            let sd = stand_in(NAME, p, serde_json::json!({"id": "x"}));
+            assert_eq!(vouch(&sd, NAME), Ok(()));
+        }
     }
 
     #[test]

@@ -371,18 +371,14 @@ impl Planner {
 
 /// Records what `p`, planned without a change, would publish, for the consumers of later waves.
 fn publish_planned(shared: &Shared, p: &Pending, outputs: Json) {
-    use kraken_core_kinds::hub::{ObjectReference, StateDeclarationSpec};
-    let spec = StateDeclarationSpec {
-        producer: ObjectReference {
-            api_version: p.kind.resource.api_version.clone(),
-            kind: p.kind.resource.kind.clone(),
-            name: p.name.clone(),
-            uid: String::new(),
-        },
-        outputs,
-        sensitive: None,
+    use kraken_core_kinds::hub::ObjectReference;
+    let producer = ObjectReference {
+        api_version: p.kind.resource.api_version.clone(),
+        kind: p.kind.resource.kind.clone(),
+        name: p.name.clone(),
+        uid: String::new(),
     };
-    let sd = kraken_core_kinds::StateDeclaration::new(&p.declaration.1, spec);
+    let sd = kraken_hub::trust::stand_in(&p.declaration.1, producer, outputs);
     shared
         .planned_outputs
         .lock()

@@ -21,7 +21,7 @@ use crate::deps;
 use crate::error::{Error, Result};
 use crate::plan::{MAX_VALUE, SENSITIVE, UNKNOWN};
 use kraken_core_kinds::StateDeclaration;
-use kraken_core_kinds::hub::{ObjectReference, StateDeclarationSpec, ValueReference};
+use kraken_core_kinds::hub::{ObjectReference, ValueReference};
 use kraken_hub::resolve::{Sources, resolve, sensitive_secret};
 use kraken_hub::{Failure, Parsed, Source, group_of, object_key, parse};
 use kraken_kit::text::truncate;
@@ -205,10 +205,12 @@ async fn gather(
                         let sd = declaration_of(shared, ns, declaration, r).await?;
                         sources.declarations.insert(declaration.clone(), sd);
                     }
+                    // A declaration the hub would not believe names no Secret worth reading.
                     let secret = sources
                         .declarations
                         .get(declaration)
                         .and_then(Option::as_ref)
+                        .filter(|sd| kraken_hub::trust::vouch(sd, declaration).is_ok())
                         .and_then(|sd| sensitive_secret(sd, path))
                         .map(str::to_owned);
                     if let Some(name) = secret {
@@ -276,17 +278,14 @@ async fn declaration_of(
     else {
         return Ok(None);
     };
-    let spec = StateDeclarationSpec {
-        producer: ObjectReference {
-            api_version: resource.api_version.clone(),
-            kind: resource.kind.clone(),
-            name: res.name.clone(),
-            uid: String::new(),
-        },
-        outputs: outputs.clone(),
-        sensitive: None,
+    let producer = ObjectReference {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        name: res.name.clone(),
+        uid: producer.metadata.uid.clone().unwrap_or_default(),
     };
-    Ok(Some(StateDeclaration::new(name, spec)))
+    let sd = kraken_hub::trust::stand_in(name, producer, outputs.clone());
+    Ok(Some(sd))
 }
 
 async fn config_map(shared: &Shared, ns: &str, name: &str) -> Result<Option<ConfigMap>> {

@@ -231,7 +231,7 @@ fn resource_policies(properties: &mut Map<String, Json>) {
     properties.insert(
         "planPolicy".into(),
         json!({"type": "string", "enum": ["Auto", "Manual", "ManualForDestructive"],
-               "description": "Which changes wait for approval of their plan (status.plan; kubectl kraken approve): none (Auto), every create, update, replacement, drift correction and delete (Manual), or replacements and deletes (ManualForDestructive). Unset: the ProviderConfig's spec.planPolicy, else Auto."}),
+               "description": "Which changes wait for approval of their plan (status.plan; kubectl kraken approve): none (Auto), every create, update, replacement, drift correction and delete (Manual), or replacements and deletes (ManualForDestructive). The strictest of this, the ProviderConfig's spec.planPolicy and the Namespace's label kraken.dev/plan-policy applies: a resource may ask for more review, never less."}),
     );
     properties.insert(
         "ignoreChanges".into(),

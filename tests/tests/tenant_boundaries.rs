@@ -1,9 +1,11 @@
-//! Trust boundaries against the namespace user: each test plays a tenant who may edit anything
-//! in their own namespace (a Role with the editing verbs on every resource of every group
-//! there, used through impersonation) but holds none of the verbs Kraken's admission policies
-//! ask about (`approve` plans, `seed` states) and is not the operator, against the real API
-//! server, the chart's admission policies and the operator; each attempt must fail.
+//! Trust boundaries against the namespace user: each test plays a tenant who may edit all of
+//! Kraken's kinds, Secrets and ConfigMaps in their own namespace (a Role, used through
+//! impersonation) but holds none of the verbs Kraken's admission policies ask about (`approve`
+//! plans, `seed` states), cannot edit the Namespace and is not the operator, against the real
+//! API server, the chart's admission policies and the operator; each attempt must fail.
 
+#[path = "tenant_boundaries/approvals.rs"]
+mod approvals;
 #[path = "tenant_boundaries/hub.rs"]
 mod hub;
 #[path = "tenant_boundaries/state.rs"]
@@ -20,16 +22,38 @@ const CONVERGE: Duration = Duration::from_secs(60);
 /// The tenant of these tests.
 const TENANT: &str = "mallory";
 
-/// Gives [`TENANT`] the editing verbs on every resource of every group in the bed's namespace
-/// (what Kubernetes' `edit` role gives, and more: Secrets, status, every Kraken kind). A `*`
-/// verb would include `approve` and `seed`, the verbs of the reviewers and migrators.
+/// The API groups whose every resource (status included) the tenant may edit: Kraken's kinds.
+const TENANT_GROUPS: [&str; 6] = [
+    "core.kraken.dev",
+    "aws.kraken.dev",
+    "fixture.tf.kraken.dev",
+    "data.fixture.tf.kraken.dev",
+    "random.tf.kraken.dev",
+    "null.tf.kraken.dev",
+];
+
+/// Gives [`TENANT`] what a namespace editor gets (Kubernetes' `edit` role, and more): the
+/// editing verbs on every resource of Kraken's groups, status included, and on the Secrets,
+/// ConfigMaps and Events of the bed's namespace. Not `*` verbs (they include `approve` and
+/// `seed`, the reviewers' and migrators' verbs), and not every resource of the core group (a
+/// Role's rule on `namespaces` reaches the namespace object itself).
 fn bind_tenant(bed: &FixtureBed) -> anyhow::Result<()> {
+    let verbs = json!([
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection"
+    ]);
     let docs = [
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                "metadata": {"name": "tenant", "namespace": bed.ns},
-               "rules": [{"apiGroups": ["*"], "resources": ["*"],
-                          "verbs": ["get", "list", "watch", "create", "update", "patch",
-                                    "delete", "deletecollection"]}]}),
+               "rules": [{"apiGroups": TENANT_GROUPS, "resources": ["*"], "verbs": verbs},
+                         {"apiGroups": [""], "resources": ["secrets", "configmaps", "events"],
+                          "verbs": verbs}]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": "tenant", "namespace": bed.ns},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

@@ -25,7 +25,9 @@ use serde_json::json;
 pub use generated::KindInfo;
 pub use hub::{ConfigExport, DependencyRequest, StateDeclaration};
 pub use provider::{InstalledKind, Provider, ProviderSpec, ProviderStatus};
-pub use provider_config::{PlanPolicy, ProviderConfig, ProviderConfigSpec, ProviderConfigStatus};
+pub use provider_config::{
+    PLAN_POLICY_LABEL, PlanPolicy, ProviderConfig, ProviderConfigSpec, ProviderConfigStatus,
+};
 
 /// Finalizer on every managed resource (bridged or native EC2) Kraken has touched.
 pub const FINALIZER: &str = "kraken.dev/finalizer";

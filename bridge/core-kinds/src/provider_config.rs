@@ -108,16 +108,19 @@ pub struct ProviderConfigSpec {
     #[schemars(range(min = 1, max = 1000))]
     pub max_concurrency: i32,
 
-    /// The plan policy of the resources using this ProviderConfig that set no
-    /// spec.planPolicy of their own: Auto (apply at once), Manual (every create, update,
-    /// replacement, drift correction and delete waits for approval of its plan) or
-    /// ManualForDestructive (replacements and deletes wait). Unset: Auto.
+    /// The least review the resources using this ProviderConfig get: Auto (apply at once),
+    /// Manual (every create, update, replacement, drift correction and delete waits for
+    /// approval of its plan) or ManualForDestructive (replacements and deletes wait). A
+    /// resource's spec.planPolicy may ask for more, never less; the Namespace's label
+    /// kraken.dev/plan-policy (set by administrators) is a floor below both. Unset: Auto.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_policy: Option<PlanPolicy>,
 }
 
-/// Which changes of a managed resource wait for approval of their plan (`spec.planPolicy`,
-/// or the default its ProviderConfig sets).
+/// Which changes of a managed resource wait for approval of their plan. The strictest of the
+/// resource's `spec.planPolicy`, its ProviderConfig's and the Namespace's label
+/// `kraken.dev/plan-policy` (set by administrators) applies: more review may be asked for,
+/// never less.
 #[derive(
     Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, JsonSchema,
 )]
@@ -131,6 +134,11 @@ pub enum PlanPolicy {
     /// at once.
     ManualForDestructive,
 }
+
+/// On a Namespace, set by administrators: the least review every resource there gets (its
+/// value a [`PlanPolicy`]); a resource's or ProviderConfig's own `planPolicy` may ask for more,
+/// never less.
+pub const PLAN_POLICY_LABEL: &str = "kraken.dev/plan-policy";
 
 /// A cluster-scoped Provider, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]

@@ -65,7 +65,7 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
         ),
     };
     let act = decide::act(plan.action, facts);
-    let policy = spec.plan_policy(&p);
+    let policy = spec.plan_policy(&p, run.k.ctx.floors.of(&run.namespace).await);
     let gated = hold::gate(run, &t, &plan, |ok| decide::gate(policy, act, ok));
     if gated.gate == Gate::Hold {
         let Observed {

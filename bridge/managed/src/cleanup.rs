@@ -146,7 +146,8 @@ async fn destroy_own(run: &mut Run<'_>, spec: &ManagedSpec, t: &Target<'_>) -> R
             None => return Ok(Destroyed::Done),
         }
     }
-    destroy_state(run, t, spec.plan_policy(p), (&state, &private), completed).await
+    let policy = spec.plan_policy(p, run.k.ctx.floors.of(&run.namespace).await);
+    destroy_state(run, t, policy, (&state, &private), completed).await
 }
 
 /// Reads the object `state` describes and, if it still exists, plans its destroy, and applies

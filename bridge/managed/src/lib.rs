@@ -21,6 +21,7 @@ mod decide;
 mod deposed;
 mod deps;
 pub mod error;
+pub mod floor;
 mod hold;
 pub(crate) mod ignore;
 mod observe;
@@ -76,6 +77,8 @@ pub struct Context {
     pub hub_index: Arc<kraken_hub::Index>,
     /// The key every digest in `status.plan` is computed under (see [`plan_key`]).
     pub plan_key: plan_key::PlanKey,
+    /// Each namespace's plan-policy floor (the administrators' label, [`floor`]).
+    pub floors: Arc<floor::Floors>,
     /// This replica's share of the objects (everything unless sharded).
     pub share: Arc<share::Share>,
 }

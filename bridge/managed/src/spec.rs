@@ -41,7 +41,7 @@ pub struct ManagedSpec {
     /// A data source kind's `spec.refreshInterval`.
     #[serde(default)]
     pub refresh_interval: Option<String>,
-    /// Unset: the ProviderConfig's default ([`ManagedSpec::plan_policy`]).
+    /// Unset: the ProviderConfig's and the namespace's ([`ManagedSpec::plan_policy`]).
     #[serde(default)]
     plan_policy: Option<PlanPolicy>,
 }
@@ -88,10 +88,11 @@ impl ManagedSpec {
         self.import().is_some()
     }
 
-    /// Which changes wait for approval: `spec.planPolicy`, else the default of the
-    /// ProviderConfig `p` came from, else `Auto`.
-    pub fn plan_policy(&self, p: &Configured) -> PlanPolicy {
-        self.plan_policy.or(p.plan_policy).unwrap_or_default()
+    /// Which changes wait for approval: the strictest of the namespace's `floor` (set by
+    /// administrators, [`crate::floor`]), the ProviderConfig `p` came from and
+    /// `spec.planPolicy`. A resource may ask for more review, never less.
+    pub fn plan_policy(&self, p: &Configured, floor: PlanPolicy) -> PlanPolicy {
+        crate::floor::effective(floor, p.plan_policy, self.plan_policy)
     }
 
     /// When to read a data source again.

@@ -76,6 +76,7 @@ impl Env {
             source,
             hub_index: Arc::default(),
             plan_key: super::plan_key::PlanKey::from_bytes([7; 32]),
+            floors: super::floor::Floors::fixed(Default::default()),
             share: super::share::Share::all(),
         });
         let k = Arc::new(KindContext {

@@ -183,6 +183,7 @@ fn wire(
         source: source.clone(),
         hub_index: hub_index.clone(),
         plan_key,
+        floors: kraken_managed::floor::Floors::watch(client.clone()),
         share: kraken_managed::share::Share::all(),
     });
     let provider_configs = Arc::new(ProviderConfigs {

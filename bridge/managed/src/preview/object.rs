@@ -39,6 +39,21 @@ pub(super) async fn plan_object(
     }
 }
 
+/// The namespace's plan-policy floor ([`crate::floor`]), as far as the user may read the
+/// Namespace (namespace users often may not: then none is shown).
+async fn namespace_floor(shared: &Shared, ns: &str) -> PlanPolicy {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(shared.client.clone());
+    match api.get_metadata_opt(ns).await {
+        Ok(Some(n)) => n
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::floor::PLAN_POLICY_LABEL))
+            .map_or(PlanPolicy::Auto, |v| crate::floor::parse(v)),
+        _ => PlanPolicy::Auto,
+    }
+}
+
 async fn plan_one(
     shared: &Shared,
     unknown: &BTreeSet<(String, String)>,
@@ -76,7 +91,7 @@ async fn plan_one(
     let changes = plan::changes(&plan, t.fields(), &sensitive);
     let mut notes = notes(
         &spec,
-        spec.plan_policy(&p),
+        spec.plan_policy(&p, namespace_floor(shared, ns).await),
         live.as_ref(),
         (&plan, recreate),
     );

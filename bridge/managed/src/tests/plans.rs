@@ -1,6 +1,7 @@
 //! `spec.planPolicy`, `status.plan` and approvals bound to the plan, over the fakes.
 
 use super::*;
+use crate::spec::PlanPolicy;
 
 /// `name`'s pending plan (`status.plan`), or null.
 fn pending(env: &Env, name: &str) -> Json {
@@ -390,7 +391,8 @@ async fn history_keeps_the_last_ten_applied_plans_and_names_the_approver() -> an
 }
 
 #[tokio::test]
-async fn a_provider_config_sets_the_default_policy_a_resource_may_override() -> anyhow::Result<()> {
+async fn the_provider_config_and_the_namespace_set_floors_a_resource_may_only_raise()
+-> anyhow::Result<()> {
     let env = Env::new();
     let pcs = Api::<DynamicObject>::namespaced_with(
         env.api.client(),
@@ -406,12 +408,41 @@ async fn a_provider_config_sets_the_default_policy_a_resource_may_override() -> 
     env.create("held", thing("held"));
     env.pass("held").await?;
     assert_eq!(env.condition("held", "Synced"), no("PlanPending"));
+    // Asking for less than the ProviderConfig's is not getting it.
     let mut spec = thing("auto");
     spec["planPolicy"] = json!("Auto");
-    env.create("auto", spec);
+    env.create("auto", spec.clone());
     env.pass("auto").await?;
-    assert_eq!(env.condition("auto", "Synced"), yes("ReconcileSuccess"));
-    assert_eq!(env.plugin.creates(), 1);
+    assert_eq!(env.condition("auto", "Synced"), no("PlanPending"));
+    assert_eq!(env.plugin.creates(), 0);
+
+    // With the ProviderConfig lowered, the namespace's floor (an administrator's label) holds.
+    let patch = Patch::Merge(json!({"spec": {"planPolicy": "Auto"}}));
+    pcs.patch("default", &PatchParams::default(), &patch)
+        .await?;
+    env.k.ctx.floors.set(NS, PlanPolicy::ManualForDestructive);
+    env.create("floored", spec);
+    env.pass("floored").await?;
+    assert_eq!(
+        env.condition("floored", "Ready"),
+        yes("Available"),
+        "a create is not destructive"
+    );
+    env.delete("floored").await?;
+    env.pass("floored").await?;
+    assert_eq!(
+        env.condition("floored", "Synced"),
+        no("DeletePending"),
+        "a delete waits"
+    );
+    assert_eq!(env.plugin.deletes(), 0);
+    // A resource asking for more than the floor gets it.
+    let mut strict = thing("strict");
+    strict["planPolicy"] = json!("Manual");
+    env.create("strict", strict);
+    env.pass("strict").await?;
+    assert_eq!(env.condition("strict", "Synced"), no("PlanPending"));
+    assert_eq!(env.plugin.creates(), 1, "only floored");
     Ok(())
 }
 

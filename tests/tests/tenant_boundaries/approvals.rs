@@ -1,0 +1,64 @@
+//! Approvals hold against the editor: the namespace's plan-policy floor is an administrator's
+//! label, and neither the resource's `planPolicy` nor its ProviderConfig's goes below it.
+
+use anyhow::ensure;
+use serde_json::json;
+
+use super::{CONVERGE, TENANT, apply_as_tenant, bind_tenant};
+use kraken_tests::ledger;
+use kraken_tests::operator::bed::{OBJECT_API_VERSION, OBJECT_KIND, OBJECTS, wait_condition};
+use kraken_tests::operator::{FixtureBed, OperatorOptions};
+
+#[test]
+fn the_editor_cannot_lower_the_namespaces_plan_policy() -> anyhow::Result<()> {
+    let bed = FixtureBed::start("floor", OperatorOptions::default())?;
+    let result = scenario(&bed);
+    bed.finish(result)
+}
+
+fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
+    bind_tenant(bed)?;
+    bed.cp.kubectl(&[
+        "label",
+        "namespace",
+        &bed.ns,
+        "kraken.dev/plan-policy=Manual",
+    ])?;
+    // The tenant lowers the ProviderConfig's policy and asks for Auto in the same apply as
+    // the create: the create still waits for approval.
+    let pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "default", "namespace": bed.ns},
+        "spec": {"planPolicy": "Auto"}});
+    apply_as_tenant(bed, &pc)?.map_err(anyhow::Error::msg)?;
+    let web = json!({"apiVersion": OBJECT_API_VERSION, "kind": OBJECT_KIND,
+        "metadata": {"name": "web", "namespace": bed.ns},
+        "spec": {"planPolicy": "Auto", "forProvider": {"name": "web", "size": 1}}});
+    apply_as_tenant(bed, &web)?.map_err(anyhow::Error::msg)?;
+    wait_condition(
+        &bed.cp,
+        (&bed.ns, OBJECTS, "web"),
+        ("Synced", "False", "PlanPending"),
+        "",
+        CONVERGE,
+    )?;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let done = ledger::event_log(bed.ledger_dir())?;
+    ensure!(done.is_empty(), "created without approval: {done:?}");
+
+    // The floor is not the tenant's to move.
+    let as_tenant = format!("--as={TENANT}");
+    let out = bed.cp.kubectl_output(&[
+        &as_tenant,
+        "label",
+        "namespace",
+        &bed.ns,
+        "--overwrite",
+        "kraken.dev/plan-policy=Auto",
+    ])?;
+    ensure!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("forbidden"),
+        "the tenant relabelled the namespace: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}

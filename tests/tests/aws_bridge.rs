@@ -22,6 +22,8 @@ mod changes;
 mod deletion;
 #[path = "aws_bridge/graph.rs"]
 mod graph;
+#[path = "aws_bridge/sensitive.rs"]
+mod sensitive;
 
 use applied::Network;
 use deletion::Ids;
@@ -86,6 +88,7 @@ fn scenario(ab: &AwsBed) -> anyhow::Result<()> {
     changes::memory(ab)?;
     changes::changes(ab, &vpc_id, &queue_url, &key_id)?;
     changes::drift(ab, &vpc_id, &queue_url, &bucket, &key_id)?;
+    sensitive::echoes(ab)?;
     deletion::deletion(
         ab,
         &Ids {

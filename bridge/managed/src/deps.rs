@@ -103,6 +103,12 @@ pub async fn inputs(
                 )),
             );
             run.sensitive_inputs = sensitive_attributes(p, &sensitive);
+            run.sensitive_values = super::echo::Secrets::from_values(
+                values
+                    .iter()
+                    .filter(|(path, _)| sensitive.contains(path))
+                    .map(|(_, v)| v),
+            );
             merge(for_provider, values).map(Some)
         }
     }
@@ -130,19 +136,29 @@ pub(super) fn show_live(run: &mut Run<'_>, fields: &kraken_value::fields::FieldM
     run.outputs = Some(state.clone());
     let public = without_sensitive_inputs(run, state);
     run.set_status_field("atProvider", fields.state_to_status(&public));
+    // An id made of a sensitive value is not shown either.
     let id = to_kube_json(state)
         .get("id")
         .and_then(Json::as_str)
-        .map(|s| json!(s));
+        .map(|s| {
+            if run.sensitive_values.found_in(s) {
+                json!(super::echo::REDACTED)
+            } else {
+                json!(s)
+            }
+        });
     run.set_status_field("externalId", id.unwrap_or(Json::Null));
 }
 
-/// The owner tag Kraken adds ([`super::target::OWNER_TAG`]) is left out too: it is Kraken's
-/// bookkeeping, not the user's, so status and published outputs show the tags the spec gives.
+/// Attributes that echo a sensitive value ([`super::echo`]: `tags_all` for `tags`) are left out
+/// as well. The owner tag Kraken adds ([`super::target::OWNER_TAG`]) is left out too: it is
+/// Kraken's bookkeeping, not the user's, so status and published outputs show the tags the
+/// spec gives.
 pub fn without_sensitive_inputs(run: &Run<'_>, state: &Value) -> Json {
     let mut json = to_kube_json(state);
+    let echoed = run.sensitive_values.echoed_in(&json);
     if let Some(members) = json.as_object_mut() {
-        members.retain(|k, _| !run.sensitive_inputs.contains(k));
+        members.retain(|k, _| !run.sensitive_inputs.contains(k) && !echoed.contains(k));
         for attr in ["tags", "tags_all"] {
             if let Some(Json::Object(tags)) = members.get_mut(attr) {
                 tags.remove(super::target::OWNER_TAG);
@@ -261,8 +277,9 @@ pub async fn publish(
     let names =
         kraken_codegen::names::field_names(schema.block.attributes.keys().map(String::as_str));
     let mut secret_values: BTreeMap<String, ByteString> = BTreeMap::new();
+    let echoed = run.sensitive_values.echoed_in(&json);
     for (tf, attr) in &schema.block.attributes {
-        if !attr.sensitive && !run.sensitive_inputs.contains(tf) {
+        if !attr.sensitive && !run.sensitive_inputs.contains(tf) && !echoed.contains(tf) {
             continue;
         }
         let Some(v) = json.get(tf).filter(|v| !v.is_null()) else {

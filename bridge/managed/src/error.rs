@@ -41,6 +41,14 @@ pub enum Error {
     /// reported on the object (the leader does that); the pass is retried.
     #[error(transparent)]
     Fenced(#[from] kraken_kit::fence::Fenced),
+    /// An error whose message quoted a sensitive value, with the value replaced
+    /// ([`Error::redacted`]); it keeps the original's reason and transience.
+    #[error("{message}")]
+    Redacted {
+        reason: &'static str,
+        transient: bool,
+        message: String,
+    },
 }
 
 impl From<kube::Error> for Error {
@@ -75,6 +83,7 @@ impl Error {
             }
             Error::State(_) => reason::INVALID_SPEC,
             Error::Fenced(_) => reason::FENCED,
+            Error::Redacted { reason, .. } => reason,
         }
     }
 
@@ -84,6 +93,9 @@ impl Error {
     /// So is an interrupted create: the object may become findable, and removing the fence
     /// annotation does not retrigger a reconcile.
     pub fn is_transient(&self) -> bool {
+        if let Error::Redacted { transient, .. } = self {
+            return *transient;
+        }
         !matches!(
             self,
             Error::InvalidSpec(_)
@@ -99,6 +111,24 @@ impl Error {
     /// What a user reads in the condition and the Event: the error and its causes.
     pub fn message(&self) -> String {
         kraken_kit::errors::chain(self)
+    }
+
+    /// This error, unless its message (a provider's diagnostic, say) quotes one of `secrets`:
+    /// then the same error with those values replaced, for the condition, the Event and the
+    /// log.
+    pub fn redacted(self, secrets: &super::echo::Secrets) -> Self {
+        if secrets.is_empty() {
+            return self;
+        }
+        let message = self.message();
+        if !secrets.found_in(&message) {
+            return self;
+        }
+        Error::Redacted {
+            reason: self.reason(),
+            transient: self.is_transient(),
+            message: secrets.redact(&message),
+        }
     }
 }
 
@@ -147,6 +177,19 @@ mod tests {
             "{}",
             sourced.message()
         );
+    }
+
+    #[test]
+    fn a_diagnostic_quoting_a_secret_is_redacted_and_keeps_its_reason() {
+        let secrets = crate::echo::Secrets::from_values([&serde_json::json!("hunter22")]);
+        let err = Error::Provider("invalid tag value \"hunter22\"".into()).redacted(&secrets);
+        assert_eq!(err.reason(), reason::PROVIDER_ERROR);
+        assert!(err.is_transient());
+        assert_eq!(err.message(), "invalid tag value \"(sensitive)\"");
+        let spec = Error::InvalidSpec("bad hunter22".into()).redacted(&secrets);
+        assert!(!spec.is_transient());
+        let plain = Error::InvalidSpec("bad".into()).redacted(&secrets);
+        assert!(matches!(plain, Error::InvalidSpec(_)), "left as it was");
     }
 
     #[test]

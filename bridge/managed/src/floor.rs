@@ -54,6 +54,9 @@ pub fn parse(value: &str) -> PlanPolicy {
     }
 }
 
+/// How long a reconcile waits for the first listing of the floors.
+pub const WAIT_FOR_FLOORS: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The floors of all namespaces, as the watch last saw them.
 #[derive(Debug)]
 pub struct Floors {
@@ -77,11 +80,24 @@ impl Floors {
         map.insert(ns.to_owned(), floor);
     }
 
-    /// The floor of namespace `ns` (`Auto` without the label), once the floors are known.
+    /// The floor of namespace `ns` (`Auto` without the label), once the floors are known. If
+    /// they are still not known after [`WAIT_FOR_FLOORS`] (the operator may not watch
+    /// Namespaces, say), `Manual`: nothing is applied without approval while the floor is
+    /// unknown, and the log says why.
     pub async fn of(&self, ns: &str) -> PlanPolicy {
         let mut ready = self.ready.subscribe();
         // Only an error if the sender is gone, which it is not while `self` lives.
-        let _ = ready.wait_for(|r| *r).await;
+        if tokio::time::timeout(WAIT_FOR_FLOORS, ready.wait_for(|r| *r))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                namespace = ns,
+                "the namespaces' plan-policy floors are not known yet (is the watch of Namespaces \
+                 allowed?): taking Manual"
+            );
+            return PlanPolicy::Manual;
+        }
         self.by_namespace
             .read()
             .unwrap_or_else(|e| e.into_inner())

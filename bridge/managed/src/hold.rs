@@ -248,8 +248,16 @@ fn plan_view(
 ) -> Result<(Json, Option<String>)> {
     let previous = run.status.get("plan");
     let schema = t.p.resource(t.type_name)?;
+    let mut echoed = run
+        .sensitive_values
+        .echoed_in(&kraken_value::kube::to_kube_json(&plan.prior_state));
+    echoed.extend(
+        run.sensitive_values
+            .echoed_in(&kraken_value::kube::to_kube_json(&plan.planned_state)),
+    );
     let sensitive = |a: &str| {
         run.sensitive_inputs.contains(a)
+            || echoed.contains(a)
             || schema.block.attributes.get(a).is_some_and(|x| x.sensitive)
     };
     let mut view = plan::view(plan, &gated.id, &gated.basis, t.fields(), &sensitive);

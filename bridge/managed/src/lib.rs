@@ -20,6 +20,7 @@ mod cleanup;
 mod decide;
 mod deposed;
 mod deps;
+pub mod echo;
 pub mod error;
 pub mod floor;
 mod hold;

@@ -75,6 +75,7 @@ pub async fn reconcile(
         // Not this replica's to report: the current leader reconciles the object.
         Err(e @ Error::Fenced(_)) => Err(e),
         Err(err) => {
+            let err = err.redacted(&run.sensitive_values);
             report(&mut run, &err).await?;
             Err(err)
         }

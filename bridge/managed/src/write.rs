@@ -35,6 +35,9 @@ pub struct Run<'a> {
     /// `status.atProvider` and published only in the outputs Secret, whatever the schema
     /// says of the argument.
     pub sensitive_inputs: std::collections::BTreeSet<String>,
+    /// The sensitive values themselves, to find where the provider echoes them
+    /// ([`super::echo`]): never shown.
+    pub sensitive_values: super::echo::Secrets,
     /// The uid and resourceVersion of this object's state Secret, once loaded or written
     /// (`None`: none is known to be this object's). Writes are conditional on the version.
     state_uid: std::sync::Mutex<Option<(String, Option<String>)>>,
@@ -66,6 +69,7 @@ impl<'a> Run<'a> {
             status,
             outputs: None,
             sensitive_inputs: Default::default(),
+            sensitive_values: Default::default(),
             state_uid: Default::default(),
             legacy_uid: Default::default(),
             deposed: Default::default(),
@@ -406,7 +410,22 @@ impl<'a> Run<'a> {
     }
 
     /// Sets conditions in the status being built.
+    /// Sets conditions; a message quoting a sensitive value this pass resolved shows
+    /// `(sensitive)` in its place ([`super::echo`]).
     pub fn set_conditions(&mut self, updates: &[Set]) {
+        let redacted: Vec<Set>;
+        let updates = if self.sensitive_values.is_empty() {
+            updates
+        } else {
+            redacted = updates
+                .iter()
+                .map(|u| Set {
+                    message: self.sensitive_values.redact(&u.message),
+                    ..u.clone()
+                })
+                .collect();
+            &redacted
+        };
         let current: Vec<Condition> = self
             .status
             .get("conditions")
@@ -463,10 +482,13 @@ impl<'a> Run<'a> {
     }
 
     /// Queues an Event about the object (published in the background; see `events`).
+    /// Publishes an Event; a note quoting a sensitive value this pass resolved shows
+    /// `(sensitive)` in its place ([`super::echo`]).
     pub async fn event(&self, warning: bool, reason: &str, note: impl Into<String>) {
         let reference = self.obj.object_ref(&self.k.kind.resource);
+        let note = self.sensitive_values.redact(&note.into());
         self.k
             .ctx
-            .event((warning, reason, &note.into(), "Reconcile"), reference);
+            .event((warning, reason, &note, "Reconcile"), reference);
     }
 }

@@ -173,6 +173,7 @@ fn expect_state_secret(bed: &FixtureBed, obj: &Value, id: &str) -> anyhow::Resul
                 "deposedState",
                 "deposedPrivate",
                 "deposedSchemaVersion",
+                "seal",
             ]
             .contains(&k.as_str()),
             "undocumented key {k} in the state Secret"

@@ -181,9 +181,11 @@ fn rewrite_as_schema_v0(bed: &FixtureBed, name: &str, size_text: &str) -> anyhow
         "{secret_name} does not hold the v1 shape (a number size, no size_text): {attrs:?}"
     );
     attrs.insert("size_text".into(), json!(size_text));
+    // As a Kraken before sealing left it: no seal (sealed by the next start, below).
     let patch = json!({"data": {
         "state": b64(state.to_string().as_bytes()),
         "schemaVersion": b64(b"0"),
+        "seal": null,
     }});
     bed.cp.kubectl(&[
         "patch",
@@ -253,6 +255,16 @@ fn state_written_under_an_old_schema_version_is_upgraded() -> anyhow::Result<()>
         // Changed while the operator is down, so that the first pass after the restart meets
         // both the v0 state and the change (no race with the restart's initial pass).
         bed.apply_object("web", spec("web", 5, json!({})))?;
+        // States an older Kraken wrote, unsealed: the restart seals them first (once, as when
+        // upgrading to a sealing version), then reconciles.
+        bed.cp.kubectl(&[
+            "annotate",
+            "secret",
+            "kraken-plan-key",
+            "-n",
+            "default",
+            "kraken.dev/states-sealed-",
+        ])?;
         bed.op.restart()?;
         bed.op.wait_ready(Duration::from_secs(60))?;
 

@@ -12,7 +12,7 @@ It builds the tests with `cargo test --no-run --message-format=json CARGO_ARGS`,
 test executable with the environment and working directory cargo gives it. Binaries are started
 longest first (the durations of the last run are kept in --times), and a binary counts as
 `HEAVY` weight when it keeps the cores busy by itself (the API server installing 1,616 CRDs, the
-hashicorp/aws provider, three operators), so two heavy ones share the machine with one light one at most.
+hashicorp/aws provider, three operators), so two heavy ones share the machine with nothing else.
 A binary's output goes to its own log; a failed binary's failures are printed when it ends and
 again, with the summary, at the very end, where CI's excerpt of the output shows them.
 Exits 1 if any binary failed or timed out.
@@ -174,8 +174,8 @@ def summary_counts(log_path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", type=int, default=int(os.environ.get("KRAKEN_TEST_JOBS", "5")),
-                    help="weight of binaries run at once (a heavy binary weighs 2; default 5, or KRAKEN_TEST_JOBS)")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("KRAKEN_TEST_JOBS", "4")),
+                    help="weight of binaries run at once (a heavy binary weighs 2; default 4, or KRAKEN_TEST_JOBS)")
     ap.add_argument("--timeout", type=float, default=1500, help="seconds one binary may take (default 1500)")
     ap.add_argument("--log-dir", default="target/test-logs")
     ap.add_argument("--times", default=os.path.expanduser("~/.cache/kraken/test-times.json"))

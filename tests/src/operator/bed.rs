@@ -253,6 +253,21 @@ impl FixtureBed {
             .get_json_opt(&self.ns, "secret", &state_secret_name(OBJECT_KIND, name))
     }
 
+    /// Takes the mark "states sealed" off the operator's key Secret (in `default`, the
+    /// harness's lease namespace), as a cluster upgrading from a Kraken before sealing has
+    /// it: the operator's next start seals every unsealed state Secret, then marks it again.
+    pub fn unmark_states_sealed(&self) -> anyhow::Result<()> {
+        self.cp.kubectl(&[
+            "annotate",
+            "secret",
+            "kraken-plan-key",
+            "-n",
+            "default",
+            "kraken.dev/states-sealed-",
+        ])?;
+        Ok(())
+    }
+
     /// What the operator and the provider have done so far (see [`Activity`]).
     pub fn activity(&self) -> anyhow::Result<Activity> {
         let text = self.op.metrics()?;

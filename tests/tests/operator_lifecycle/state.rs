@@ -257,14 +257,7 @@ fn state_written_under_an_old_schema_version_is_upgraded() -> anyhow::Result<()>
         bed.apply_object("web", spec("web", 5, json!({})))?;
         // States an older Kraken wrote, unsealed: the restart seals them first (once, as when
         // upgrading to a sealing version), then reconciles.
-        bed.cp.kubectl(&[
-            "annotate",
-            "secret",
-            "kraken-plan-key",
-            "-n",
-            "default",
-            "kraken.dev/states-sealed-",
-        ])?;
+        bed.unmark_states_sealed()?;
         bed.op.restart()?;
         bed.op.wait_ready(Duration::from_secs(60))?;
 

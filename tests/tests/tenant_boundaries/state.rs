@@ -138,14 +138,7 @@ fn migration(bed: &mut FixtureBed) -> anyhow::Result<()> {
             r#"[{"op":"remove","path":"/data/seal"}]"#,
         ])?;
     }
-    bed.cp.kubectl(&[
-        "annotate",
-        "secret",
-        "kraken-plan-key",
-        "-n",
-        "default",
-        "kraken.dev/states-sealed-",
-    ])?;
+    bed.unmark_states_sealed()?;
     bed.op.restart()?;
     bed.op.wait_ready(CONVERGE)?;
     // A change on each: applied, so each state was read as Kraken's.

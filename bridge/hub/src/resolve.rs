@@ -24,6 +24,18 @@ impl Sources {
         self.secrets.get(name).and_then(Option::as_ref)
     }
 
+    /// The outputs Secret to read for output `path` of declaration `declaration`, as read:
+    /// only when that output is sensitive and the hub believes the declaration
+    /// ([`crate::trust::vouch`]); a forged one names no Secret worth fetching.
+    pub fn outputs_secret(&self, declaration: &str, path: &str) -> Option<String> {
+        self.declarations
+            .get(declaration)
+            .and_then(Option::as_ref)
+            .filter(|sd| crate::trust::vouch(sd, declaration).is_ok())
+            .and_then(|sd| sensitive_secret(sd, path))
+            .map(str::to_owned)
+    }
+
     /// A Secret key's value as text; `None` when the Secret or key is missing (or not UTF-8).
     fn secret_text(&self, name: &str, key: &str) -> Option<String> {
         let s = self.secret(name)?;

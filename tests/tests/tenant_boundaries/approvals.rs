@@ -32,7 +32,8 @@ fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
     apply_as_tenant(bed, &pc)?.map_err(anyhow::Error::msg)?;
     let web = json!({"apiVersion": OBJECT_API_VERSION, "kind": OBJECT_KIND,
         "metadata": {"name": "web", "namespace": bed.ns},
-        "spec": {"planPolicy": "Auto", "forProvider": {"name": "web", "size": 1}}});
+        "spec": {"planPolicy": "Auto", "driftInterval": "2s",
+                 "forProvider": {"name": "web", "size": 1}}});
     apply_as_tenant(bed, &web)?.map_err(anyhow::Error::msg)?;
     wait_condition(
         &bed.cp,
@@ -41,7 +42,8 @@ fn scenario(bed: &FixtureBed) -> anyhow::Result<()> {
         "",
         CONVERGE,
     )?;
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Passes go by (the plan is made again each one) and create nothing.
+    bed.wait_reconciles(2, CONVERGE)?;
     let done = ledger::event_log(bed.ledger_dir())?;
     ensure!(done.is_empty(), "created without approval: {done:?}");
 

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 
 use super::Hub;
-use crate::resolve::{Sources, sensitive_secret};
+use crate::resolve::Sources;
 use crate::{Failure, Parsed, Source};
 use kraken_core_kinds::hub::ValueReference;
 
@@ -32,15 +32,7 @@ pub(super) async fn gather(
                     }
                     sources.declarations.insert(declaration.clone(), sd);
                 }
-                // A declaration the hub does not believe names no Secret worth fetching.
-                let secret = sources
-                    .declarations
-                    .get(declaration)
-                    .and_then(Option::as_ref)
-                    .filter(|sd| crate::trust::vouch(sd, declaration).is_ok())
-                    .and_then(|sd| sensitive_secret(sd, path))
-                    .map(str::to_owned);
-                if let Some(secret) = secret {
+                if let Some(secret) = sources.outputs_secret(declaration, path) {
                     fetch_secret(&hub.client, ns, &secret, &mut sources).await?;
                 }
             }

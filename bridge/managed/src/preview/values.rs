@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::plan::{MAX_VALUE, SENSITIVE, UNKNOWN};
 use kraken_core_kinds::StateDeclaration;
 use kraken_core_kinds::hub::{ObjectReference, ValueReference};
-use kraken_hub::resolve::{Sources, resolve, sensitive_secret};
+use kraken_hub::resolve::{Sources, resolve};
 use kraken_hub::{Failure, Parsed, Source, group_of, object_key, parse};
 use kraken_kit::text::truncate;
 use kraken_source::Configured;
@@ -205,15 +205,7 @@ async fn gather(
                         let sd = declaration_of(shared, ns, declaration, r).await?;
                         sources.declarations.insert(declaration.clone(), sd);
                     }
-                    // A declaration the hub would not believe names no Secret worth reading.
-                    let secret = sources
-                        .declarations
-                        .get(declaration)
-                        .and_then(Option::as_ref)
-                        .filter(|sd| kraken_hub::trust::vouch(sd, declaration).is_ok())
-                        .and_then(|sd| sensitive_secret(sd, path))
-                        .map(str::to_owned);
-                    if let Some(name) = secret {
+                    if let Some(name) = sources.outputs_secret(declaration, path) {
                         secret_into(shared, ns, &name, &mut sources).await?;
                     }
                 }

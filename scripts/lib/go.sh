@@ -17,6 +17,9 @@
 # Fail loudly if a module asks for a newer Go instead of silently downloading a toolchain.
 export GOTOOLCHAIN=local
 
+# Where this file is, for the helpers beside it.
+GO_SH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
 find_go() {
 	if [[ -n ${GO:-} ]]; then
 		printf '%s\n' "$GO"
@@ -179,8 +182,9 @@ build_provider() {
 
 # place_in_mirror ADDR VERSION BINARY: hard-links BINARY into the unpacked filesystem-mirror layout
 # HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/terraform-provider-TYPE_vVERSION under PLUGIN_DIR and drops
-# other versions of the same provider, so Terraform never picks a stale build. Prints the mirror
-# path.
+# other versions of the same provider, so Terraform never picks a stale build, then writes the
+# mirror's lock file (scripts/lib/mirror_lock.py: Kraken launches from a --plugin-dir only what its
+# lock file pins). Prints the mirror path.
 place_in_mirror() {
 	local addr=$1 version=$2 bin=$3 type dir dest old
 	type=${addr##*/}
@@ -195,5 +199,9 @@ place_in_mirror() {
 	for old in "$PLUGIN_DIR/$addr"/*; do
 		[[ -d $old && ${old##*/} != "$version" ]] && rm -rf "$old"
 	done
+	# The aws build places its package beside the others' from another process: one writer at
+	# a time, each writing the lock of the whole mirror.
+	flock "$PLUGIN_DIR/.lock-file.lock" "${PYTHON:-python3}" "$GO_SH_DIR/mirror_lock.py" "$PLUGIN_DIR" >&2 ||
+		die "writing the lock file of $PLUGIN_DIR failed"
 	printf '%s\n' "$dest"
 }

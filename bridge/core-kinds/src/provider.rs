@@ -121,6 +121,10 @@ pub struct ProviderStatus {
     /// The OpenPGP key id that signed the registry's checksum list, when it was signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_by: Option<String>,
+    /// The mirror the package came from (spec.mirror, else the operator's --provider-mirror);
+    /// absent when it came from the registry. `kraken plan` fetches the same build from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<String>,
     /// How many resource types the provider offers (each could become a kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_types: Option<i64>,

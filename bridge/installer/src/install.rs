@@ -110,9 +110,11 @@ async fn record_package(
         if let Some(recorded) = recorded {
             hashes.extend(recorded.hashes.iter().cloned());
             status.signed_by = recorded.signed_by;
+            status.mirror = recorded.mirror;
         }
     } else {
         status.signed_by = installed.signed_by.clone();
+        status.mirror = super::package::mirror(p, inst).cloned();
     }
     let applied_before =
         same && status.observed_generation == p.metadata.generation && !status.kinds.is_empty();

@@ -42,7 +42,7 @@ mod crds;
 mod fake;
 pub mod generate;
 mod install;
-mod package;
+pub mod package;
 pub mod provider_config;
 mod suspend;
 

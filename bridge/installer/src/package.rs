@@ -51,19 +51,27 @@ pub(super) async fn fetch_package(
         })
 }
 
+/// The mirror a Provider installs from: its own, else the operator's (`None`: the registry).
+pub(super) fn mirror<'a>(p: &'a Provider, inst: &'a Installer) -> Option<&'a String> {
+    p.spec
+        .mirror
+        .as_ref()
+        .or(inst.settings.default_mirror.as_ref())
+}
+
 pub(super) fn source(
     p: &Provider,
     inst: &Installer,
     http: fetch::HttpClient,
 ) -> Result<Arc<dyn fetch::Source>, String> {
-    let Some(mirror) = p
-        .spec
-        .mirror
-        .as_ref()
-        .or(inst.settings.default_mirror.as_ref())
-    else {
-        return Ok(Arc::new(fetch::RegistrySource::new(http)));
-    };
+    match mirror(p, inst) {
+        Some(mirror) => mirror_source(mirror, http),
+        None => Ok(Arc::new(fetch::RegistrySource::new(http))),
+    }
+}
+
+/// A mirror: an https:// (or http://) network mirror, else a directory.
+fn mirror_source(mirror: &str, http: fetch::HttpClient) -> Result<Arc<dyn fetch::Source>, String> {
     if mirror.starts_with("https://") || mirror.starts_with("http://") {
         let url = mirror
             .parse()
@@ -114,4 +122,71 @@ pub(super) fn fetch_reason(e: &fetch::Error) -> &'static str {
         | E::InvalidArchive { .. } => reason::VERIFICATION_FAILED,
         _ => reason::FETCH_FAILED,
     }
+}
+
+/// Installs into `cache` exactly the package Provider `p` recorded (its address, version and
+/// hashes, as a lock file pins them), from the mirror its status names (when this machine
+/// has it), else `mirror`, else its registry: how `kraken plan` gets the build the cluster
+/// runs, as `terraform init` installs what a lock file names. Every place tried is named in
+/// the error.
+pub async fn fetch_recorded(
+    p: &Provider,
+    cache: &std::path::Path,
+    mirror: Option<&str>,
+    ca_certs: &[std::path::PathBuf],
+) -> Result<(), String> {
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let status = p.status.clone().unwrap_or_default();
+    let provider: fetch::ProviderAddress = status
+        .address
+        .as_deref()
+        .ok_or_else(|| format!("Provider {name} records no package"))?
+        .parse()
+        .map_err(|e| format!("Provider {name}: {e}"))?;
+    let locked =
+        locked(&status, &provider).ok_or_else(|| format!("Provider {name} records no version"))?;
+    let http = fetch::HttpClient::new(fetch::HttpConfig {
+        extra_ca_files: ca_certs.to_vec(),
+        ..fetch::HttpConfig::default()
+    })
+    .map_err(|e| chain(&e))?;
+    let recorded = status.mirror.as_deref().filter(|m| {
+        m.starts_with("https://") || m.starts_with("http://") || std::path::Path::new(m).is_dir()
+    });
+    let mut places: Vec<Option<&str>> = Vec::new();
+    for m in [recorded, mirror] {
+        if m.is_some() && !places.contains(&m) {
+            places.push(m);
+        }
+    }
+    places.push(None);
+    let mut failures = Vec::new();
+    for place in places {
+        let source = match place {
+            Some(m) => mirror_source(m, http.clone())?,
+            None => Arc::new(fetch::RegistrySource::new(http.clone())),
+        };
+        let installer = fetch::Installer::new(source, fetch::PluginCache::new(cache), http.clone())
+            .allow_unsigned(p.spec.allow_unsigned);
+        let request = fetch::InstallRequest {
+            provider: provider.clone(),
+            constraints: fetch::VersionConstraints::any(),
+            locked: Some(locked.clone()),
+            upgrade: false,
+        };
+        let progress = fetch::TerminalProgress::for_stderr(&format!("{provider}"));
+        match installer.install(&request, progress.as_ref()).await {
+            Ok(_) => return Ok(()),
+            Err(e) => failures.push(format!(
+                "from {}: {}",
+                place.unwrap_or("its registry"),
+                chain(&e)
+            )),
+        }
+    }
+    Err(format!(
+        "Provider {name}: cannot fetch {provider} {} with the hashes it recorded ({})",
+        locked.version,
+        failures.join("; ")
+    ))
 }

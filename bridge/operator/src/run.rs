@@ -165,6 +165,9 @@ fn wire(
     let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
     source.allow_plaintext = opts.allow_provider_plaintext;
     source.schema_cache = Some(kraken_installer::schema_cache_dir(&opts.install));
+    // What a ProviderConfig may launch is what the installed Providers recorded: one watch of
+    // them, no request per reconcile.
+    tokio::spawn(source.watch_providers());
     let source = Arc::new(source);
     let hub_index = Arc::new(kraken_hub::Index::default());
     // Sharded, the managed resources' writes are fenced by this replica's membership in the

@@ -25,6 +25,7 @@ pub mod identity;
 pub mod launch;
 pub mod lifecycle;
 pub mod observe;
+pub mod pins;
 pub mod pool;
 pub mod proposed;
 mod protocol;

@@ -8,6 +8,7 @@
 
 mod error;
 pub mod fake;
+mod installed;
 mod seam;
 
 use std::collections::HashMap;
@@ -20,8 +21,10 @@ use kube::{Api, Client};
 use serde_json::Value as Json;
 
 pub use error::{Error, Result};
+pub use installed::FetchInstalled;
 use kraken_core_kinds::{KindInfo, ProviderConfig};
 use kraken_kit::errors::chain;
+use kraken_provider::pins::PackageCheck;
 use kraken_provider::pool::{PoolError, PoolKey, ProviderPool};
 use kraken_provider::resolve::{Resolved, Resolver};
 use kraken_provider::{LaunchOptions, Plugin, ProviderHost, ProviderSchema, TypeOf};
@@ -29,9 +32,6 @@ use kraken_value::fields::{FieldError, FieldMap, SecretRef, set_json_path};
 use kraken_value::kube::from_kube_json;
 use kraken_value::{PathStep, Value};
 pub use seam::{Checked, ProviderSource};
-
-/// A package directory's binary (size, mtime) and its `h1:` hash computed then.
-type PackageStamp = ((u64, Option<std::time::SystemTime>), String);
 
 /// Where configured providers come from: the process pool, the resolver that finds binaries,
 /// and the ProviderConfigs the ProviderConfig controller caches.
@@ -48,8 +48,14 @@ pub struct Source {
     /// Where processes find and keep their binary's schema answer
     /// ([`kraken_provider::schema_cache`]); `None`: every process asks its provider.
     pub schema_cache: Option<PathBuf>,
-    /// Package directories whose `h1:` hash was computed, with the binary's (size, mtime) then.
-    verified: Mutex<HashMap<PathBuf, PackageStamp>>,
+    /// The installed Providers, from one watch ([`Source::watch_providers`]) or one listing
+    /// ([`Source::use_providers`]): what a `providerRef` reads and what pins `spec.source`.
+    providers: OnceLock<Store<kraken_core_kinds::Provider>>,
+    /// Checks a package against its recorded hashes before it is launched.
+    check: Arc<PackageCheck>,
+    /// Fetches a package an installed Provider recorded that is not here (`kraken plan`);
+    /// `None`: only what is installed is launched.
+    pub fetch: Option<Arc<dyn FetchInstalled>>,
     field_maps: Mutex<HashMap<(String, String, String), Arc<FieldMap>>>,
 }
 
@@ -66,68 +72,10 @@ impl Source {
             provider_configs: OnceLock::new(),
             allow_plaintext: false,
             schema_cache: None,
-            verified: Mutex::default(),
+            providers: OnceLock::new(),
+            check: Arc::default(),
+            fetch: None,
             field_maps: Mutex::default(),
-        }
-    }
-
-    /// Checks that the package `resolved` comes from still has one of the `h1:` hashes its
-    /// Provider recorded at install, so a binary swapped in the plugin cache afterwards is never
-    /// launched. A package is hashed again only when its binary changed (size, mtime).
-    async fn verify(
-        &self,
-        resolved: &Resolved,
-        hashes: &[String],
-    ) -> std::result::Result<(), String> {
-        let recorded: Vec<&str> = hashes
-            .iter()
-            .map(String::as_str)
-            .filter(|h| h.starts_with("h1:"))
-            .collect();
-        if recorded.is_empty() {
-            return Ok(()); // installed before hashes were recorded, or from a trusted mirror
-        }
-        let dir = resolved
-            .binary
-            .parent()
-            .ok_or_else(|| "the provider binary has no directory".to_owned())?
-            .to_path_buf();
-        let meta = std::fs::metadata(&resolved.binary)
-            .map_err(|e| format!("{}: {e}", resolved.binary.display()))?;
-        let stamp = (meta.len(), meta.modified().ok());
-        let cached = self
-            .verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&dir)
-            .cloned();
-        let h1 = match cached {
-            Some((s, h1)) if s == stamp => h1,
-            _ => {
-                let d = dir.clone();
-                let h1 =
-                    tokio::task::spawn_blocking(move || kraken_registry_fetch::hash::dir_hash(&d))
-                        .await
-                        .map_err(|e| format!("hashing {}: {e}", dir.display()))?
-                        .map_err(|e| format!("hashing {}: {e}", dir.display()))?
-                        .as_str()
-                        .to_owned();
-                self.verified
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(dir.clone(), (stamp, h1.clone()));
-                h1
-            }
-        };
-        if recorded.contains(&h1.as_str()) {
-            Ok(())
-        } else {
-            Err(format!(
-                "the package in {} has hash {h1}, not the {} recorded at install: it was changed \
-                 after installation and will not be launched (reinstall the Provider)",
-                dir.display(),
-                recorded.join(", ")
-            ))
         }
     }
 
@@ -288,14 +236,7 @@ pub async fn configured(
                 .to_owned(),
         ));
     }
-    let resolved = match (&pc.spec.provider_ref, &pc.spec.source) {
-        (Some(r), _) => installed_provider(ctx, &r.name).await.map_err(invalid)?,
-        (None, Some(source)) => ctx
-            .resolver
-            .resolve(source, pc.spec.version.as_deref())
-            .map_err(|e| invalid(e.to_string()))?,
-        (None, None) => return Err(invalid("set spec.providerRef or spec.source".to_owned())),
-    };
+    let resolved = installed::binary(ctx, pc).await.map_err(invalid)?;
     let config = with_config_from(&ctx.client, namespace, pc).await?;
     let key = PoolKey {
         address: resolved.address.clone(),
@@ -370,35 +311,6 @@ pub fn config_digest(uid: &str, digest: &str) -> String {
         "{:016x}",
         kraken_kit::hash::fnv1a_parts(&[uid.as_bytes(), digest.as_bytes()])
     )
-}
-
-/// The binary a Ready `Provider` installed, at the version its status reports.
-async fn installed_provider(ctx: &Source, name: &str) -> std::result::Result<Resolved, String> {
-    let providers: Api<kraken_core_kinds::Provider> = Api::all(ctx.client.clone());
-    let p = match providers.get_opt(name).await {
-        Ok(Some(p)) => p,
-        Ok(None) => return Err(format!("Provider {name} not found")),
-        Err(e) => return Err(format!("Provider {name} cannot be read: {e}")),
-    };
-    let status = p.status.unwrap_or_default();
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == kraken_kit::conditions::READY);
-    let (Some(address), Some(version)) = (status.address, status.version) else {
-        let why = ready
-            .map(|c| c.message.as_str())
-            .unwrap_or("not installed yet");
-        return Err(format!("Provider {name} is not ready: {why}"));
-    };
-    let resolved = ctx
-        .resolver
-        .resolve(&address, Some(&format!("= {version}")))
-        .map_err(|e| format!("Provider {name}: {e}"))?;
-    ctx.verify(&resolved, &status.hashes)
-        .await
-        .map_err(|e| format!("Provider {name}: {e}"))?;
-    Ok(resolved)
 }
 
 /// `host` as the provider of `kind`: its schema must have the kind's resource type; `fields`

@@ -34,7 +34,11 @@ force a replacement marked, and sensitive values shown as (sensitive), never pri
 It writes nothing: no objects, no state Secrets, no annotations, and it never asks a provider to
 apply. Other kinds (ConfigMaps, Providers, ProviderConfigs...) are listed as not planned (applied
 as-is); a kind the cluster does not serve is an error. Provider binaries are found as the operator
-finds them: --plugin-dir mirrors and the plugin cache the operator installs Providers into.
+finds them, and only the builds the cluster recorded are launched: an installed Provider's package
+(its status: source, version and hashes), or one a --plugin-dir lock file pins. A Provider's
+package not in --plugin-dir or the plugin cache is fetched into the plugin cache, locked to the
+hashes the Provider recorded, from the mirror it was installed from (when this machine has it),
+else --provider-mirror, else its registry, as `terraform init` installs what a lock file names.
 
     kraken plan -f examples/10-resources.yaml
     kraken plan -f manifests/ -n staging --json | jq '.items[] | {name, action}'
@@ -90,6 +94,11 @@ pub struct PlanOptions {
     /// --plugin-cache` [default: $TF_PLUGIN_CACHE_DIR, else ~/.cache/kraken/plugins].
     #[arg(long, value_name = "DIR", env = "KRAKEN_PLUGIN_CACHE")]
     pub plugin_cache: Option<PathBuf>,
+    /// Where to fetch a Provider's package from when the mirror it was installed from is not
+    /// on this machine: an https:// network mirror or a directory, as `kraken operator
+    /// --provider-mirror` (tried before the registry).
+    #[arg(long, value_name = "URL_OR_DIR", env = "KRAKEN_PROVIDER_MIRROR")]
+    pub provider_mirror: Option<String>,
     /// Let ProviderConfigs with tls: false be planned, as `kraken operator
     /// --allow-provider-plaintext`.
     #[arg(long)]
@@ -128,14 +137,32 @@ pub(super) async fn plan(
         })
         .with_inherited_env(args.provider_env.clone()),
     );
+    let cache = args
+        .plugin_cache
+        .clone()
+        .unwrap_or_else(kraken_registry_fetch::PluginCache::default_root);
     let mut dirs = args.plugin_dirs.clone();
-    dirs.push(
-        args.plugin_cache
-            .clone()
-            .unwrap_or_else(kraken_registry_fetch::PluginCache::default_root),
-    );
+    dirs.push(cache.clone());
     let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
     source.allow_plaintext = args.allow_provider_plaintext;
+    source.fetch = Some(Arc::new(Fetch {
+        cache,
+        mirror: args.provider_mirror.clone(),
+    }));
+    // What the cluster installed pins what may run, as for the operator: listed once.
+    match kube::Api::<crate::core_kinds::Provider>::all(client.clone())
+        .list(&Default::default())
+        .await
+    {
+        Ok(list) => source.use_providers(list.items),
+        Err(e) => {
+            eprintln!(
+                "warning: cannot list the cluster's Providers ({e}): only packages a --plugin-dir \
+                 lock file pins can be planned with"
+            );
+            source.use_providers(Vec::new());
+        }
+    }
     let planner = Planner {
         client,
         source: Arc::new(source),
@@ -160,6 +187,25 @@ pub(super) async fn plan(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Fetches the package a Provider recorded into `kraken plan`'s plugin cache.
+struct Fetch {
+    cache: PathBuf,
+    mirror: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl crate::source::FetchInstalled for Fetch {
+    async fn fetch(&self, provider: &crate::core_kinds::Provider) -> Result<(), String> {
+        crate::installer::package::fetch_recorded(
+            provider,
+            &self.cache,
+            self.mirror.as_deref(),
+            &[],
+        )
+        .await
+    }
 }
 
 /// The API client for `kubeconfig` (else the usual places) at `context` (else the current

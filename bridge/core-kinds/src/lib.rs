@@ -26,7 +26,8 @@ pub use generated::KindInfo;
 pub use hub::{ConfigExport, DependencyRequest, StateDeclaration};
 pub use provider::{InstalledKind, Provider, ProviderSpec, ProviderStatus};
 pub use provider_config::{
-    PLAN_POLICY_LABEL, PlanPolicy, ProviderConfig, ProviderConfigSpec, ProviderConfigStatus,
+    ADOPT_TAG, ADOPTABLE_TYPES_ANNOTATION, PLAN_POLICY_LABEL, PlanPolicy, ProviderConfig,
+    ProviderConfigSpec, ProviderConfigStatus,
 };
 
 /// Finalizer on every managed resource (bridged or native EC2) Kraken has touched.

@@ -140,6 +140,17 @@ pub enum PlanPolicy {
 /// never less.
 pub const PLAN_POLICY_LABEL: &str = "kraken.dev/plan-policy";
 
+/// The tag an existing object must carry for a resource to adopt it (`importId`,
+/// `importIdentity`, EC2Instance `importIds`): `<namespace>/<name>` of that resource. Kraken
+/// never writes it (tag keys under `kraken.dev/` are the owner's to set), so it is the owner's
+/// consent.
+pub const ADOPT_TAG: &str = "kraken.dev/adoptable-by";
+
+/// On a Namespace, set by administrators: the Terraform resource types (comma-separated glob
+/// patterns, `*` for all) whose existing objects resources there may adopt without the
+/// [`ADOPT_TAG`]: types that take no tags, or a migration the administrator vouches for.
+pub const ADOPTABLE_TYPES_ANNOTATION: &str = "kraken.dev/adoptable-types";
+
 /// A cluster-scoped Provider, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 pub struct ProviderRef {

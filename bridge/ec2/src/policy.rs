@@ -18,7 +18,7 @@
 use super::client::{Instance, Target};
 
 /// The tag an instance must carry to be adopted by `importIds`: `<namespace>/<name>`.
-pub const ADOPT_TAG: &str = "kraken.dev/adoptable-by";
+pub use kraken_core_kinds::ADOPT_TAG;
 
 /// The administrator's limits on the EC2 path. The default refuses everything it can.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

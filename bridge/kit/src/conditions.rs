@@ -74,6 +74,8 @@ pub mod reason {
     pub const SEED_NOT_AUTHORIZED: &str = "SeedNotAuthorized";
     pub const CREATE_INTERRUPTED: &str = "CreateInterrupted";
     pub const EXTERNAL_OBJECT_MISSING: &str = "ExternalObjectMissing";
+    /// An existing object was not adopted: nothing shows the namespace may take it.
+    pub const ADOPTION_REFUSED: &str = "AdoptionRefused";
     pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
     /// The provider did not answer in time; it was replaced and the request is retried.
     pub const PROVIDER_TIMEOUT: &str = "ProviderTimeout";

@@ -167,6 +167,22 @@ impl Pass for Run<'_> {
         self.obj.metadata.uid.as_deref()
     }
 
+    fn who(&self) -> (&str, &str) {
+        (
+            &self.namespace,
+            self.obj.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    async fn namespace_policy(&self) -> crate::floor::NamespacePolicy {
+        self.k.ctx.floors.policy(&self.namespace).await
+    }
+
+    fn fence_holds(&self, fence: &str) -> bool {
+        let uid = self.obj.metadata.uid.as_deref().unwrap_or_default();
+        super::fence::holds(&self.k.ctx.plan_key, uid, fence)
+    }
+
     async fn adopt(
         &mut self,
         t: &Target<'_>,
@@ -369,7 +385,10 @@ async fn create(
     plan: &Plan,
     why: (&str, String),
 ) -> Result<Current> {
-    let attempt = k8s_openapi::jiff::Timestamp::now().to_string();
+    // Sealed, so a fence planted by hand is never taken for Kraken's ([`super::fence`]).
+    let uid = run.obj.metadata.uid.clone().unwrap_or_default();
+    let time = k8s_openapi::jiff::Timestamp::now().to_string();
+    let attempt = super::fence::seal(&run.k.ctx.plan_key, &uid, &time);
     run.patch_metadata(&[(CREATE_ATTEMPT_ANNOTATION, Some(&attempt))], true)
         .await?;
     let applied = apply_plan(run, t, plan).await?;

@@ -141,7 +141,8 @@ async fn destroy_own(run: &mut Run<'_>, spec: &ManagedSpec, t: &Target<'_>) -> R
             .unwrap_or(Value::Null);
         let replaced = run.deposed().and_then(|d| d.id());
         let tags = (owner(run, spec), replaced.as_deref());
-        match recover(t, spec, &config, tags, &attempt).await? {
+        let sealed = super::observe::Pass::fence_holds(run, &attempt);
+        match recover(t, spec, &config, tags, (&attempt, sealed)).await? {
             Some(found) => (state, private) = (found.new_state, found.private),
             None => return Ok(Destroyed::Done),
         }

@@ -30,6 +30,11 @@ pub enum Error {
     CreateInterrupted(String),
     #[error("{0}")]
     ExternalObjectMissing(String),
+    /// `importId`/`importIdentity` named an object nothing shows the namespace may take
+    /// ([`super::consent`]); nothing was stored. Retried: the consent (a tag on the object, the
+    /// Namespace's annotation) is given elsewhere, and nothing watches it for this object.
+    #[error("{0}")]
+    AdoptionRefused(String),
     /// The message names the request; the condition shows the API server's answer after it
     /// (`kit::errors::chain`).
     #[error("kubernetes API request failed")]
@@ -76,6 +81,7 @@ impl Error {
             Error::NotOwned(_) => reason::NOT_OWNED,
             Error::CreateInterrupted(_) => reason::CREATE_INTERRUPTED,
             Error::ExternalObjectMissing(_) => reason::EXTERNAL_OBJECT_MISSING,
+            Error::AdoptionRefused(_) => reason::ADOPTION_REFUSED,
             Error::Api(_) => reason::API_ERROR,
             Error::State(super::state::StateError::Tampered { .. }) => reason::STATE_TAMPERED,
             Error::State(super::state::StateError::SeedNotAuthorized { .. }) => {

@@ -17,11 +17,13 @@
 
 mod apply;
 mod cleanup;
+pub mod consent;
 mod decide;
 mod deposed;
 mod deps;
 pub mod echo;
 pub mod error;
+pub mod fence;
 pub mod floor;
 mod hold;
 pub(crate) mod ignore;

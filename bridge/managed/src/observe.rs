@@ -43,6 +43,17 @@ pub(crate) trait Pass: Send {
     /// The object's uid in the cluster (none before it exists).
     fn uid(&self) -> Option<&str>;
 
+    /// The object's namespace and name.
+    fn who(&self) -> (&str, &str);
+
+    /// What administrators set on the object's namespace (whether it may adopt untagged
+    /// objects of a type: [`super::consent`]).
+    fn namespace_policy(&self) -> impl Future<Output = crate::floor::NamespacePolicy> + Send;
+
+    /// Whether the create fence `fence` is one Kraken sealed for this object
+    /// ([`super::fence`]).
+    fn fence_holds(&self, fence: &str) -> bool;
+
     /// Takes the object an import or a recovery found (`found` holds it) as this object's.
     fn adopt(
         &mut self,
@@ -144,6 +155,8 @@ async fn observe(
         .and_then(|d| d.id());
     let owner = owner(pass, spec).map(str::to_owned);
     let tags = (owner.as_deref(), replaced.as_deref());
+    // Only a fence Kraken sealed is looked for by name: a planted one could name anything.
+    let sealed = fence.as_deref().is_some_and(|f| pass.fence_holds(f));
     let origin = decide::origin(
         !restored.state.is_null(),
         spec.import(),
@@ -164,7 +177,7 @@ async fn observe(
                     t.type_name
                 )));
             } else if let Some(attempt) = pending
-                && let Some(recovered) = recover(t, spec, config, tags, &attempt).await?
+                && let Some(recovered) = recover(t, spec, config, tags, (&attempt, sealed)).await?
             {
                 // The recreate that followed the vanishing made it; its state was never saved.
                 adopt_recovered(pass, t, recovered, attempt, &mut found).await?;
@@ -174,7 +187,7 @@ async fn observe(
         }
         Origin::Import(by) => import(pass, t, &by, &mut found).await?,
         Origin::Recover(attempt) => {
-            if let Some(recovered) = recover(t, spec, config, tags, &attempt).await? {
+            if let Some(recovered) = recover(t, spec, config, tags, (&attempt, sealed)).await? {
                 adopt_recovered(pass, t, recovered, attempt, &mut found).await?;
             }
         }
@@ -203,6 +216,14 @@ async fn import(
             t.type_name
         )));
     }
+    let policy = pass.namespace_policy().await;
+    super::consent::check(
+        &imported.new_state,
+        t.type_name,
+        pass.who(),
+        (t.takes_tags(), &policy),
+    )
+    .map_err(Error::AdoptionRefused)?;
     (found.state, found.private) = (imported.new_state, imported.private);
     pass.adopt(t, Adoption::Imported(by), found).await
 }

@@ -1,7 +1,9 @@
 //! After a create was interrupted (the create fence is open and no state was saved): find out
 //! whether it made the object, so a retry never makes a second one. In order:
 //!
-//! 1. import the identities the spec gives: `importId`, then a `name` argument;
+//! 1. import the identities the spec gives: `importId`, then a `name` argument (only when the
+//!    fence is one Kraken sealed, [`super::fence`]: a fence planted by hand must not turn a
+//!    name into a way to take someone else's object);
 //! 2. list the provider's objects of the type (`ListResource`, protocol 5.10/6.10, for types
 //!    the provider declares a list resource for) and take the one carrying the owner tag
 //!    ([`OWNER_TAG`]) Kraken put on it at create, asking the provider to filter by that tag
@@ -26,23 +28,32 @@ const LIST_LIMIT: i64 = 10_000;
 
 /// Finds what the interrupted create `attempt` made; `owner` is the uid its owner tag carries
 /// (`None` for an object adopted by `importId`, which never gets one); `replaced` is the id
-/// of the deposed object a create-before-destroy replacement keeps, which is never it.
+/// of the deposed object a create-before-destroy replacement keeps, which is never it;
+/// `sealed` whether the fence `attempt` is one Kraken sealed for this object.
 pub(crate) async fn recover(
     t: &Target<'_>,
     spec: &ManagedSpec,
     config: &Value,
     (owner, replaced): (Option<&str>, Option<&str>),
-    attempt: &str,
+    (attempt, sealed): (&str, bool),
 ) -> Result<Option<Applied>> {
-    let mut candidates: Vec<ImportBy> = spec.import().into_iter().collect();
-    if let Some(Value::String(name)) = lifecycle::lookup(config, &AttrPath::root().attr("name"))
-        && !candidates.contains(&ImportBy::Id(name.clone()))
-    {
-        candidates.push(ImportBy::Id(name.clone()));
-    }
+    let mut candidates: Vec<ImportBy> = Vec::new();
     let mut why = String::from(
         "the spec gives no identity to look it up by (importId, importIdentity or a name argument)",
     );
+    if sealed {
+        candidates.extend(spec.import());
+        if let Some(Value::String(name)) = lifecycle::lookup(config, &AttrPath::root().attr("name"))
+            && !candidates.contains(&ImportBy::Id(name.clone()))
+        {
+            candidates.push(ImportBy::Id(name.clone()));
+        }
+    } else {
+        why = format!(
+            "its create fence ({CREATE_ATTEMPT_ANNOTATION}) carries no seal of this operator's, \
+             so only the {OWNER_TAG} tag may show what it made"
+        );
+    }
     for by in &candidates {
         match lifecycle::import(t.host(), t.type_name, by).await {
             Ok(found) if found.new_state.is_null() => return Ok(None),

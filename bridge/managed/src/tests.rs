@@ -27,6 +27,7 @@ fn reads_at_the_newer_of_the_watch_and_the_own_write() {
     assert_eq!(newer_version("abc", Some(130)), "abc");
 }
 
+mod adopt;
 mod data;
 mod identity;
 mod pass;
@@ -56,6 +57,14 @@ fn kind() -> KindInfo {
     }
 }
 
+/// The floors of a namespace whose administrators let its resources adopt every type untagged,
+/// so the tests of adoption's mechanics need no tags (`tests::adopt` tests consent itself).
+fn adopting_all() -> Arc<super::floor::Floors> {
+    let floors = super::floor::Floors::fixed(Default::default());
+    floors.set_adoptable(NS, "*");
+    floors
+}
+
 impl Env {
     fn new() -> Self {
         Self::of(kind())
@@ -76,7 +85,7 @@ impl Env {
             source,
             hub_index: Arc::default(),
             plan_key: super::plan_key::PlanKey::from_bytes([7; 32]),
-            floors: super::floor::Floors::fixed(Default::default()),
+            floors: adopting_all(),
             share: super::share::Share::all(),
         });
         let k = Arc::new(KindContext {

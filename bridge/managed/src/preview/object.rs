@@ -39,18 +39,14 @@ pub(super) async fn plan_object(
     }
 }
 
-/// The namespace's plan-policy floor ([`crate::floor`]), as far as the user may read the
-/// Namespace (namespace users often may not: then none is shown).
-async fn namespace_floor(shared: &Shared, ns: &str) -> PlanPolicy {
+/// What administrators set on the namespace ([`crate::floor`]), as far as the user may read
+/// the Namespace (namespace users often may not: then no floor is shown, and no type is
+/// adoptable untagged).
+async fn namespace_policy(shared: &Shared, ns: &str) -> crate::floor::NamespacePolicy {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(shared.client.clone());
     match api.get_metadata_opt(ns).await {
-        Ok(Some(n)) => n
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(crate::floor::PLAN_POLICY_LABEL))
-            .map_or(PlanPolicy::Auto, |v| crate::floor::parse(v)),
-        _ => PlanPolicy::Auto,
+        Ok(Some(n)) => crate::floor::policy_of(&n).1,
+        _ => crate::floor::NamespacePolicy::default(),
     }
 }
 
@@ -69,7 +65,9 @@ async fn plan_one(
     let live = Api::<DynamicObject>::namespaced_with(shared.client.clone(), ns, &kind.resource)
         .get_opt(name)
         .await?;
-    let mut pass = DryRun::new(shared, unknown, (kind, doc), (ns, name), live);
+    let policy = namespace_policy(shared, ns).await;
+    let floor = policy.floor;
+    let mut pass = DryRun::new(shared, unknown, (kind, doc), (ns, name), (live, policy));
     let p = pass.provider(&spec).await?;
     let t = Target::new(&p, &kind.type_name)?;
     if kind.data_source {
@@ -91,7 +89,7 @@ async fn plan_one(
     let changes = plan::changes(&plan, t.fields(), &sensitive);
     let mut notes = notes(
         &spec,
-        spec.plan_policy(&p, namespace_floor(shared, ns).await),
+        spec.plan_policy(&p, floor),
         live.as_ref(),
         (&plan, recreate),
     );

@@ -38,6 +38,8 @@ pub(super) struct DryRun<'a> {
     name: &'a str,
     /// The object as the cluster has it, when it is applied already.
     pub(super) live: Option<DynamicObject>,
+    /// What administrators set on the namespace, as far as the user may read it.
+    policy: crate::floor::NamespacePolicy,
     /// What the configuration step resolved (`valuesFrom` as shown, sensitive attributes).
     pub(super) inputs: Inputs,
     /// The state is one seeded from Terraform's, for an object not applied yet.
@@ -50,9 +52,10 @@ impl<'a> DryRun<'a> {
         unknown: &'a BTreeSet<(String, String)>,
         (kind, doc): (&'a KindInfo, &'a Json),
         (ns, name): (&'a str, &'a str),
-        live: Option<DynamicObject>,
+        (live, policy): (Option<DynamicObject>, crate::floor::NamespacePolicy),
     ) -> Self {
         Self {
+            policy,
             shared,
             unknown,
             kind,
@@ -109,6 +112,20 @@ impl Pass for DryRun<'_> {
 
     fn uid(&self) -> Option<&str> {
         self.live.as_ref()?.metadata.uid.as_deref()
+    }
+
+    fn who(&self) -> (&str, &str) {
+        (self.ns, self.name)
+    }
+
+    async fn namespace_policy(&self) -> crate::floor::NamespacePolicy {
+        self.policy.clone()
+    }
+
+    /// A dry run has no key to check a seal with: only the owner tag proves what an interrupted
+    /// create made.
+    fn fence_holds(&self, _: &str) -> bool {
+        false
     }
 
     /// Planned with, never written.

@@ -21,6 +21,31 @@ struct Given<'e> {
     config: Value,
     annotations: BTreeMap<String, String>,
     adopted: Vec<String>,
+    /// What the namespace allows.
+    policy: crate::floor::NamespacePolicy,
+    /// Whether the create fence is taken as Kraken's.
+    fence_holds: bool,
+}
+
+impl<'e> Given<'e> {
+    fn new(env: &'e Env, name: &str, annotations: BTreeMap<String, String>) -> Self {
+        Self {
+            env,
+            config: config(name),
+            annotations,
+            adopted: Vec::new(),
+            policy: crate::floor::NamespacePolicy::default(),
+            fence_holds: true,
+        }
+    }
+}
+
+/// A namespace whose administrators allow adopting every type untagged.
+fn adopt_all() -> crate::floor::NamespacePolicy {
+    crate::floor::NamespacePolicy {
+        adoptable: vec![glob::Pattern::new("*").expect("pattern")],
+        ..Default::default()
+    }
 }
 
 impl Pass for Given<'_> {
@@ -47,6 +72,18 @@ impl Pass for Given<'_> {
 
     fn uid(&self) -> Option<&str> {
         None
+    }
+
+    fn who(&self) -> (&str, &str) {
+        (NS, "given")
+    }
+
+    async fn namespace_policy(&self) -> crate::floor::NamespacePolicy {
+        self.policy.clone()
+    }
+
+    fn fence_holds(&self, _: &str) -> bool {
+        self.fence_holds
     }
 
     async fn adopt(
@@ -93,12 +130,8 @@ async fn an_import_is_handed_to_the_pass_and_planned_with() -> anyhow::Result<()
     let env = Env::new();
     existing(&env, "ext");
     let spec: ManagedSpec = serde_json::from_value(json!({"importId": "ext"}))?;
-    let mut pass = Given {
-        env: &env,
-        config: config("ext"),
-        annotations: BTreeMap::new(),
-        adopted: Vec::new(),
-    };
+    let mut pass = Given::new(&env, "ext", BTreeMap::new());
+    pass.policy = adopt_all();
     let p = pass.provider(&spec).await?;
     let t = Target::new(&p, TYPE)?;
     let planned = up_to_plan(&mut pass, &t, &spec).await?;
@@ -124,12 +157,8 @@ async fn what_an_interrupted_create_made_is_handed_to_the_pass() -> anyhow::Resu
     let env = Env::new();
     existing(&env, "made");
     let spec = ManagedSpec::default();
-    let mut pass = Given {
-        env: &env,
-        config: config("made"),
-        annotations: BTreeMap::from([(CREATE_ATTEMPT_ANNOTATION.to_owned(), "t1".to_owned())]),
-        adopted: Vec::new(),
-    };
+    let fence = BTreeMap::from([(CREATE_ATTEMPT_ANNOTATION.to_owned(), "t1".to_owned())]);
+    let mut pass = Given::new(&env, "made", fence);
     let p = pass.provider(&spec).await?;
     let t = Target::new(&p, TYPE)?;
     let planned = up_to_plan(&mut pass, &t, &spec).await?;
@@ -143,5 +172,49 @@ async fn what_an_interrupted_create_made_is_handed_to_the_pass() -> anyhow::Resu
     assert_eq!(planned.plan.prior_state, planned.observed.state);
     assert_eq!(env.plugin.creates(), 0);
     assert_eq!(writes(&env), []);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_import_without_consent_is_refused_and_nothing_adopted() -> anyhow::Result<()> {
+    let env = Env::new();
+    existing(&env, "theirs");
+    let spec: ManagedSpec = serde_json::from_value(json!({"importId": "theirs"}))?;
+    let mut pass = Given::new(&env, "theirs", BTreeMap::new());
+    let p = pass.provider(&spec).await?;
+    let t = Target::new(&p, TYPE)?;
+    let err = match up_to_plan(&mut pass, &t, &spec).await {
+        Err(e) => e,
+        Ok(_) => anyhow::bail!("adopted without consent"),
+    };
+    assert_eq!(err.reason(), "AdoptionRefused", "{err}");
+    assert!(
+        err.to_string().contains("kraken.dev/adoptable-by=ns/given"),
+        "{err}"
+    );
+    assert!(pass.adopted.is_empty());
+    assert_eq!(env.plugin.calls("PlanResourceChange"), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fence_kraken_did_not_seal_is_not_looked_up_by_name() -> anyhow::Result<()> {
+    let env = Env::new();
+    // Someone else's object of the name the resource gives; the tenant plants a fence.
+    existing(&env, "made");
+    let spec = ManagedSpec::default();
+    let fence = BTreeMap::from([(CREATE_ATTEMPT_ANNOTATION.to_owned(), "t1".to_owned())]);
+    let mut pass = Given::new(&env, "made", fence);
+    pass.fence_holds = false;
+    let p = pass.provider(&spec).await?;
+    let t = Target::new(&p, TYPE)?;
+    let err = match up_to_plan(&mut pass, &t, &spec).await {
+        Err(e) => e,
+        Ok(_) => anyhow::bail!("recovered by name through a planted fence"),
+    };
+    assert_eq!(err.reason(), "CreateInterrupted", "{err}");
+    assert!(err.to_string().contains("carries no seal"), "{err}");
+    assert!(pass.adopted.is_empty());
+    assert_eq!(env.plugin.calls("ImportResourceState"), 0);
     Ok(())
 }

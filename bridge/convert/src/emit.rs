@@ -137,6 +137,9 @@ fn names(
     problems: &mut Vec<Problem>,
 ) -> BTreeMap<String, String> {
     let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
+    // The next suffix to try for each base name: with many instances of one name, each clash
+    // is settled in a step, not by trying every suffix taken before.
+    let mut next: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for inst in &ev.instances {
         let kind = targets
@@ -145,10 +148,10 @@ fn names(
             .unwrap_or_default();
         let base = base_name(inst);
         let mut name = base.clone();
-        let mut n = 2;
+        let n = next.entry((kind.clone(), base.clone())).or_insert(2);
         while !taken.insert((kind.clone(), name.clone())) {
             name = format!("{base}-{n}");
-            n += 1;
+            *n += 1;
         }
         if name != base {
             problems.push(Problem {

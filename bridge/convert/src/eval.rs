@@ -9,17 +9,23 @@
 //! (arithmetic, a function of it) is [`Val::Opaque`]: reported, never guessed.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use hcl::expr::{
     Conditional, Expression, ForExpr, FuncCall, ObjectKey, Operation, TraversalOperator,
     UnaryOperator,
 };
-use hcl::template::{Directive, Element, Template};
+use hcl::template::Template;
 use serde_json::Value as Json;
 
 pub use super::funcs::{EvalError, Result, num, stringify, to_f64};
+use super::guard::Guard;
 pub use super::value::{Part, Ref, Val, address, describe_refs, entries, opaque_of};
 use super::value::{binary, get};
+
+mod template;
+use template::template_value;
 
 fn err<T>(message: impl Into<String>) -> Result<T> {
     Err(EvalError(message.into()))
@@ -28,10 +34,11 @@ fn err<T>(message: impl Into<String>) -> Result<T> {
 /// What names mean while evaluating one expression.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
-    /// `var.<name>`: every variable's value.
-    pub vars: BTreeMap<String, Json>,
+    /// `var.<name>`: every variable's value. (The maps are shared: a scope is cloned for
+    /// every instance and every `for`.)
+    pub vars: Arc<BTreeMap<String, Json>>,
     /// `local.<name>`: the locals evaluated so far.
-    pub locals: BTreeMap<String, Val>,
+    pub locals: Arc<BTreeMap<String, Val>>,
     /// `count.index` inside a counted resource.
     pub count_index: Option<i64>,
     /// `each.key` and `each.value` inside a `for_each` resource.
@@ -42,15 +49,22 @@ pub struct Scope {
     pub bound: Vec<(String, Val)>,
     /// The resources and data sources of the module (`type.name` and `data.type.name`),
     /// with whether they repeat (`count` or `for_each`).
-    pub objects: BTreeMap<String, bool>,
+    pub objects: Arc<BTreeMap<String, bool>>,
     /// The module's path (`module.net`); empty in the root module.
     pub module_path: String,
     /// Variables whose value reads another object (a module input such as
     /// `vpc_id = aws_vpc.main.id`): known only as that reference.
-    pub var_refs: BTreeMap<String, Val>,
+    pub var_refs: Arc<BTreeMap<String, Val>>,
     /// `module.<name>`: the local modules evaluated so far, each an object of its outputs (a
     /// module with `count`, a list of them; with `for_each`, an object of them by key).
-    pub modules: BTreeMap<String, Val>,
+    pub modules: Arc<BTreeMap<String, Val>>,
+    /// What the conversion may read and spend: `file()` reads through it, and every value
+    /// evaluated is charged to it.
+    pub guard: Arc<Guard>,
+    /// The directories of the modules calling this one, outermost first, this one last: a
+    /// module may not call one of them (a cycle), nor nest past
+    /// [`super::guard::MAX_MODULE_DEPTH`].
+    pub calls: Vec<PathBuf>,
 }
 
 impl Scope {
@@ -68,8 +82,26 @@ pub fn text(expr: &Expression) -> String {
     hcl::format::to_string(expr).unwrap_or_else(|_| format!("{expr:?}"))
 }
 
-/// Evaluates `expr` in `scope`.
+/// Evaluates `expr` in `scope`, within what the scope's [`Guard`] allows: every value is
+/// weighed and charged (and every error's message), so no expression evaluates forever or to
+/// more than the guard's bounds.
 pub fn eval(expr: &Expression, scope: &Scope) -> Result<Val> {
+    // Spent first: once the budget is gone, nothing more is evaluated (not even a leaf's copy
+    // of a large value).
+    scope.guard.spend(1).map_err(EvalError)?;
+    match eval_unguarded(expr, scope) {
+        Ok(v) => {
+            scope.guard.charge(&v).map_err(EvalError)?;
+            Ok(v)
+        }
+        Err(e) => {
+            scope.guard.spend(e.0.len() as u64).map_err(EvalError)?;
+            Err(e)
+        }
+    }
+}
+
+fn eval_unguarded(expr: &Expression, scope: &Scope) -> Result<Val> {
     match expr {
         Expression::Null => Ok(Val::null()),
         Expression::Bool(b) => Ok(Val::Known(Json::Bool(*b))),
@@ -97,6 +129,13 @@ pub fn eval(expr: &Expression, scope: &Scope) -> Result<Val> {
             Ok(Val::object(out))
         }
         Expression::TemplateExpr(t) => {
+            let source = match t.as_ref() {
+                hcl::expr::TemplateExpr::QuotedString(s) => s.as_str(),
+                hcl::expr::TemplateExpr::Heredoc(h) => h.template.as_str(),
+            };
+            if super::lex::too_deep(source, true).is_some() {
+                return err(format!("template: {}", super::lex::TOO_DEEP));
+            }
             let template =
                 Template::from_expr(t).map_err(|e| EvalError(format!("template: {e}")))?;
             template_value(&template, scope)
@@ -127,9 +166,13 @@ fn variable(name: &str, scope: &Scope) -> Result<Val> {
     }
     match name {
         "var" => Ok(Val::Known(Json::Object(
-            scope.vars.clone().into_iter().collect(),
+            scope
+                .vars
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         ))),
-        "local" => Ok(Val::object(scope.locals.clone())),
+        "local" => Ok(Val::object(scope.locals.as_ref().clone())),
         _ => err(format!("unknown name {name:?}")),
     }
 }
@@ -356,6 +399,9 @@ fn for_expr(f: &ForExpr, scope: &Scope) -> Result<Val> {
     let mut inner = scope.clone();
     let mut list = Vec::new();
     let mut object: BTreeMap<String, Vec<Val>> = BTreeMap::new();
+    // The result's weight as it grows: each value is in bounds, their sum must be too before
+    // it is all held.
+    let mut weight = 0u64;
     for (k, v) in entries(&source)? {
         inner.bound.truncate(scope.bound.len());
         if let Some(kv) = &f.key_var {
@@ -370,6 +416,13 @@ fn for_expr(f: &ForExpr, scope: &Scope) -> Result<Val> {
             }
         }
         let value = eval(&f.value_expr, &inner)?;
+        weight = weight.saturating_add(super::guard::weight(&value).0);
+        if weight > super::guard::MAX_VALUE_WEIGHT {
+            return err(format!(
+                "a for expression's result of over {} MiB",
+                super::guard::MAX_VALUE_WEIGHT >> 20
+            ));
+        }
         match &f.key_expr {
             None => list.push(value),
             Some(ke) => {
@@ -403,70 +456,6 @@ fn for_expr(f: &ForExpr, scope: &Scope) -> Result<Val> {
         })
         .collect();
     Ok(Val::object(out))
-}
-
-/// A template: text when everything is known, a [`Val::Template`] when it splices in
-/// references, opaque otherwise.
-fn template_value(t: &Template, scope: &Scope) -> Result<Val> {
-    let mut parts = Vec::new();
-    render(t, scope, &mut parts)?;
-    let mut merged: Vec<Part> = Vec::new();
-    for p in parts {
-        match (merged.last_mut(), p) {
-            (Some(Part::Text(a)), Part::Text(b)) => a.push_str(&b),
-            (_, p) => merged.push(p),
-        }
-    }
-    match merged.as_slice() {
-        [] => Ok(Val::Known(Json::String(String::new()))),
-        [Part::Text(s)] => Ok(Val::Known(Json::String(s.clone()))),
-        [Part::Ref(r)] => Ok(Val::Ref(r.clone())),
-        _ => Ok(Val::Template(merged)),
-    }
-}
-
-fn render(t: &Template, scope: &Scope, out: &mut Vec<Part>) -> Result<()> {
-    for element in t.elements() {
-        match element {
-            Element::Literal(s) => out.push(Part::Text(s.clone())),
-            Element::Interpolation(i) => match eval(&i.expr, scope)? {
-                Val::Known(j) => out.push(Part::Text(stringify(&j)?)),
-                Val::Ref(r) => out.push(Part::Ref(r)),
-                Val::Template(parts) => out.extend(parts),
-                other => {
-                    return err(format!(
-                        "${{{}}} is computed from {}",
-                        text(&i.expr),
-                        describe_refs(&other)
-                    ));
-                }
-            },
-            Element::Directive(d) => match d.as_ref() {
-                Directive::If(d) => match eval(&d.cond_expr, scope)? {
-                    Val::Known(Json::Bool(true)) => render(&d.true_template, scope, out)?,
-                    Val::Known(Json::Bool(false)) => {
-                        if let Some(f) = &d.false_template {
-                            render(f, scope, out)?;
-                        }
-                    }
-                    _ => return err("a template %{if} over a value that is not known"),
-                },
-                Directive::For(d) => {
-                    let source = eval(&d.collection_expr, scope)?;
-                    let mut inner = scope.clone();
-                    for (k, v) in entries(&source)? {
-                        inner.bound.truncate(scope.bound.len());
-                        if let Some(kv) = &d.key_var {
-                            inner.bound.push((kv.to_string(), Val::Known(k)));
-                        }
-                        inner.bound.push((d.value_var.to_string(), v));
-                        render(&d.template, &inner, out)?;
-                    }
-                }
-            },
-        }
-    }
-    Ok(())
 }
 
 /// Calls the function `call` names.
@@ -527,12 +516,17 @@ fn call_function(call: &FuncCall, scope: &Scope) -> Result<Val> {
     super::funcs::known_call(name, &known).map(Val::Known)
 }
 
+/// `file(path)`, relative to the module's directory, through the guard: inside the root when
+/// confined, a regular file, within the size bounds.
 fn file(path: &Val, scope: &Scope) -> Result<Val> {
     let Some(Json::String(p)) = path.known() else {
         return err("file() needs a known path");
     };
-    let full = std::path::Path::new(&scope.module_dir).join(p);
-    std::fs::read_to_string(&full)
+    let fail = |e: String| EvalError(format!("file({p:?}): {e}"));
+    let dir = std::path::Path::new(&scope.module_dir);
+    let real = scope.guard.resolve(dir, p).map_err(fail)?;
+    let bytes = scope.guard.read(&real).map_err(fail)?;
+    String::from_utf8(bytes)
         .map(|s| Val::Known(Json::String(s)))
-        .map_err(|e| EvalError(format!("file({p:?}): {e}")))
+        .map_err(|_| fail("not valid UTF-8".into()))
 }

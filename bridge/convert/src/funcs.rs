@@ -6,6 +6,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::Value as Json;
 
+mod strings;
+use strings::{format, join, replace, split};
+
 /// Why an expression could not be evaluated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
@@ -68,12 +71,11 @@ fn text(name: &str, a: &[Json]) -> Option<Result<Json>> {
                     .iter()
                     .map(stringify)
                     .collect::<Result<_>>()?;
-                Json::String(items.join(&s(0)?))
+                Json::String(join(&items, &s(0)?)?)
             }
             "split" => {
                 arity(2)?;
-                let sep = s(0)?;
-                Json::Array(s(1)?.split(sep.as_str()).map(Json::from).collect())
+                split(&s(0)?, &s(1)?)?
             }
             "replace" => {
                 arity(3)?;
@@ -90,7 +92,7 @@ fn text(name: &str, a: &[Json]) -> Option<Result<Json>> {
                 let end = if len < 0.0 {
                     chars.len()
                 } else {
-                    (start + len as usize).min(chars.len())
+                    start.saturating_add(len as usize).min(chars.len())
                 };
                 Json::String(chars[start..end].iter().collect())
             }
@@ -154,7 +156,17 @@ fn conversion(name: &str, a: &[Json]) -> Option<Result<Json>> {
             }
             "jsondecode" => {
                 arity(1)?;
-                serde_json::from_str(&s(0)?).map_err(|e| EvalError(format!("jsondecode(): {e}")))?
+                let text = s(0)?;
+                // A decoded value holds about 16 times the bytes of its text at worst
+                // (`[0,0,...]`): bounded before it is decoded.
+                if text.len() as u64 > crate::guard::MAX_FILE_BYTES {
+                    return err(format!(
+                        "jsondecode() of {} bytes, over the {} MiB it decodes",
+                        text.len(),
+                        crate::guard::MAX_FILE_BYTES >> 20
+                    ));
+                }
+                serde_json::from_str(&text).map_err(|e| EvalError(format!("jsondecode(): {e}")))?
             }
             "cidrsubnet" => {
                 arity(3)?;
@@ -313,15 +325,15 @@ fn map(j: &Json) -> Result<&serde_json::Map<String, Json>> {
     }
 }
 
-/// Distinct members, first occurrence kept.
+/// Distinct members, first occurrence kept; by their JSON text, so that a long list is not
+/// compared member by member with every other.
 fn set(items: &[Json]) -> Vec<Json> {
-    let mut out: Vec<Json> = Vec::new();
-    for i in items {
-        if !out.contains(i) {
-            out.push(i.clone());
-        }
-    }
-    out
+    let mut seen = std::collections::BTreeSet::new();
+    items
+        .iter()
+        .filter(|i| seen.insert(i.to_string()))
+        .cloned()
+        .collect()
 }
 
 fn flatten(j: &Json, out: &mut Vec<Json>) {
@@ -352,85 +364,6 @@ fn range(a: &[Json]) -> Result<Json> {
         x += step;
     }
     Ok(Json::Array(out))
-}
-
-fn replace(s: &str, find: &str, with: &str) -> Result<String> {
-    if find.len() > 1 && find.starts_with('/') && find.ends_with('/') {
-        let re = regex::Regex::new(&find[1..find.len() - 1])
-            .map_err(|e| EvalError(format!("replace(): {e}")))?;
-        // Terraform's $1 references match the regex crate's.
-        return Ok(re.replace_all(s, with).into_owned());
-    }
-    Ok(s.replace(find, with))
-}
-
-/// `format` with the verbs configurations use: `%s %d %v %q %f %%`, width and precision.
-fn format(f: &str, args: &[Json]) -> Result<String> {
-    let mut out = String::new();
-    let mut chars = f.chars().peekable();
-    let mut next = args.iter();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        let mut spec = String::new();
-        while let Some(&d) = chars.peek() {
-            if d.is_ascii_digit() || d == '.' || d == '-' || d == '+' || d == '#' {
-                spec.push(d);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let Some(verb) = chars.next() else {
-            return err("format(): a trailing %");
-        };
-        if verb == '%' {
-            out.push('%');
-            continue;
-        }
-        let arg = next
-            .next()
-            .ok_or_else(|| EvalError(format!("format(): too few arguments for {f:?}")))?;
-        let (left, zero, width, precision) = parse_spec(&spec);
-        let text = match verb {
-            's' | 'v' => match arg {
-                Json::String(x) => x.clone(),
-                other => other.to_string(),
-            },
-            'd' => format!("{}", to_f64(arg)?.trunc() as i64),
-            'f' => format!("{:.*}", precision.unwrap_or(6), to_f64(arg)?),
-            'q' => Json::String(stringify(arg)?).to_string(),
-            't' => arg.to_string(),
-            other => return err(format!("format(): verb %{other} is not supported")),
-        };
-        let pad = width.saturating_sub(text.chars().count());
-        if left {
-            out.push_str(&text);
-            out.extend(std::iter::repeat_n(' ', pad));
-        } else {
-            let fill = if zero { '0' } else { ' ' };
-            out.extend(std::iter::repeat_n(fill, pad));
-            out.push_str(&text);
-        }
-    }
-    Ok(out)
-}
-
-/// (left-justify, zero-pad, width, precision) of a format spec like `-08.2`.
-fn parse_spec(spec: &str) -> (bool, bool, usize, Option<usize>) {
-    let left = spec.contains('-');
-    let body: String = spec
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    let (w, p) = match body.split_once('.') {
-        Some((w, p)) => (w.to_owned(), p.parse().ok()),
-        None => (body.clone(), None),
-    };
-    let zero = w.starts_with('0');
-    (left, zero, w.parse().unwrap_or(0), p)
 }
 
 /// (address bits, prefix length, is IPv6) of a CIDR prefix.
@@ -467,7 +400,7 @@ fn render_addr(bits: u128, v6: bool) -> String {
 fn cidrsubnet(prefix: &str, newbits: u32, netnum: u128) -> Result<String> {
     let (addr, len, v6) = parse_cidr(prefix)?;
     let total = if v6 { 128 } else { 32 };
-    let new_len = len + newbits;
+    let new_len = len.saturating_add(newbits);
     if new_len > total {
         return err(format!(
             "cidrsubnet({prefix:?}, {newbits}): would need {new_len} bits"

@@ -2,11 +2,14 @@
 //! directory, in name order, into the blocks conversion works on, each with its file and line.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use hcl::Expression;
 use hcl::edit::Span as _;
 use hcl::edit::structure::{BlockLabel, Body as EditBody, Structure};
 use serde_json::Value as Json;
+
+use super::guard::{Guard, MAX_FILE_BYTES};
 
 /// Where something is written: `file:line:column` (1-based).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -54,8 +57,11 @@ pub struct Block {
 #[derive(Debug, Clone, Default)]
 pub struct Module {
     pub dir: PathBuf,
-    /// Every top-level block, in file-name then source order.
-    pub blocks: Vec<Block>,
+    /// Every top-level block, in file-name then source order (shared: a module called with
+    /// `count` is read once and evaluated per instance).
+    pub blocks: Arc<Vec<Block>>,
+    /// What the conversion may read and spend, shared by every module it calls.
+    pub guard: Arc<Guard>,
 }
 
 impl Module {
@@ -77,10 +83,20 @@ pub enum LoadError {
     Syntax { at: Location, message: String },
     #[error("{0} holds no *.tf or *.tf.json files")]
     Empty(String),
+    /// A read the [`Guard`] refuses: outside the confined root, or over a size bound.
+    #[error("{0}")]
+    Refused(String),
 }
 
-/// Reads every `*.tf` and `*.tf.json` file of `dir`.
+/// Reads every `*.tf` and `*.tf.json` file of `dir`, wherever its paths lead (as Terraform
+/// does), within the [`Guard`]'s size bounds.
 pub fn load(dir: &Path) -> Result<Module, LoadError> {
+    load_in(dir, Arc::new(Guard::unconfined()))
+}
+
+/// Reads every `*.tf` and `*.tf.json` file of `dir` through `guard`: when it is confined, a
+/// file that is a symlink out of its root is refused.
+pub fn load_in(dir: &Path, guard: Arc<Guard>) -> Result<Module, LoadError> {
     let read_err = |path: &Path, source| LoadError::Read {
         path: path.display().to_string(),
         source,
@@ -90,28 +106,68 @@ pub fn load(dir: &Path) -> Result<Module, LoadError> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            p.is_file() && (name.ends_with(".tf") || name.ends_with(".tf.json"))
+            p.is_file() && is_config_file(name)
         })
         .collect();
     files.sort();
+    let mut sources = Vec::with_capacity(files.len());
+    for path in files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let real = guard.resolve(dir, &name).map_err(LoadError::Refused)?;
+        let bytes = guard.read(&real).map_err(LoadError::Refused)?;
+        sources.push((name, bytes));
+    }
+    load_sources(dir, sources, guard)
+}
+
+/// Whether a file name is one of a module's configuration files.
+fn is_config_file(name: &str) -> bool {
+    name.ends_with(".tf") || name.ends_with(".tf.json")
+}
+
+/// A module from its files' names and contents, as if read from `dir`: what [`load_in`] does
+/// once the files are read, and what the fuzz targets feed arbitrary bytes. Names that are
+/// not `*.tf` or `*.tf.json` are left out; a file over [`MAX_FILE_BYTES`] is refused before
+/// it is parsed.
+pub fn load_sources(
+    dir: &Path,
+    mut files: Vec<(String, Vec<u8>)>,
+    guard: Arc<Guard>,
+) -> Result<Module, LoadError> {
+    files.retain(|(name, _)| is_config_file(name));
+    files.sort_by(|a, b| a.0.cmp(&b.0));
     if files.is_empty() {
         return Err(LoadError::Empty(dir.display().to_string()));
     }
-    let mut module = Module {
-        dir: dir.to_path_buf(),
-        blocks: Vec::new(),
-    };
-    for path in files {
-        let text = std::fs::read_to_string(&path).map_err(|e| read_err(&path, e))?;
+    let mut blocks = Vec::new();
+    for (file, bytes) in files {
+        let path = dir.join(&file);
         let name = path.display().to_string();
-        let blocks = if name.ends_with(".json") {
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(LoadError::Refused(format!(
+                "{name} is {} bytes, over the {} MiB a file may have",
+                bytes.len(),
+                MAX_FILE_BYTES >> 20
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| LoadError::Read {
+            path: name.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+        })?;
+        blocks.extend(if name.ends_with(".json") {
             json_file(&name, &text)?
         } else {
             native_file(&name, &text)?.blocks
-        };
-        module.blocks.extend(blocks);
+        });
     }
-    Ok(module)
+    Ok(Module {
+        dir: dir.to_path_buf(),
+        blocks: Arc::new(blocks),
+        guard,
+    })
 }
 
 /// Line and column (1-based) of byte `offset` in `text`.
@@ -125,13 +181,15 @@ fn position(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// One file's top-level body: a `.tfvars` or `.tfvars.json` file's assignments.
-pub fn load_file(path: &Path) -> Result<Body, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+/// One file's top-level body: a `.tfvars` or `.tfvars.json` file's assignments, read
+/// through `guard` (within its size bounds; `path` is resolved already).
+pub fn load_file(path: &Path, guard: &Guard) -> Result<Body, LoadError> {
+    let bytes = guard.read(path).map_err(LoadError::Refused)?;
     let name = path.display().to_string();
+    let text = String::from_utf8(bytes).map_err(|e| LoadError::Read {
+        path: name.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })?;
     if !name.ends_with(".json") {
         return native_file(&name, &text);
     }
@@ -174,6 +232,16 @@ fn json_value(v: &Json) -> Expression {
 }
 
 fn native_file(name: &str, text: &str) -> Result<Body, LoadError> {
+    if let Some(line) = super::lex::too_deep(text, false) {
+        return Err(LoadError::Syntax {
+            at: Location {
+                file: name.to_owned(),
+                line,
+                column: 1,
+            },
+            message: super::lex::TOO_DEEP.into(),
+        });
+    }
     let body = hcl::edit::parser::parse_body(text).map_err(|e| LoadError::Syntax {
         at: Location {
             file: name.to_owned(),

@@ -3,6 +3,8 @@
 //! data block expanded by `count` or `for_each` into instances with their arguments evaluated.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use hcl::Expression;
 use serde_json::Value as Json;
@@ -64,7 +66,11 @@ const META: &[&str] = &["count", "for_each", "provider", "depends_on"];
 
 /// Evaluates the root module `module` with `inputs`.
 pub fn evaluate(module: &Module, inputs: &Inputs) -> Evaluated {
-    evaluate_at(module, inputs, "", BTreeMap::new())
+    let here = module
+        .dir
+        .canonicalize()
+        .unwrap_or_else(|_| module.dir.clone());
+    evaluate_at(module, inputs, "", BTreeMap::new(), vec![here])
 }
 
 /// Evaluates every local module `module` calls, once per instance of its `count` or
@@ -86,7 +92,13 @@ fn inline_modules(module: &Module, scope: &mut Scope, out: &mut Evaluated) {
         for (key, s) in expanded {
             match super::modules::prepare(module, b, &s, key.as_ref()) {
                 Ok(child) => {
-                    let ev = evaluate_at(&child.module, &child.inputs, &child.path, child.refs);
+                    let ev = evaluate_at(
+                        &child.module,
+                        &child.inputs,
+                        &child.path,
+                        child.refs,
+                        child.calls,
+                    );
                     out.instances.extend(ev.instances);
                     out.problems.extend(ev.problems);
                     let outputs = ev.outputs.into_iter().map(|(k, (v, _))| (k, v)).collect();
@@ -104,7 +116,7 @@ fn inline_modules(module: &Module, scope: &mut Scope, out: &mut Evaluated) {
                     .collect(),
             ),
         };
-        scope.modules.insert(name, value);
+        Arc::make_mut(&mut scope.modules).insert(name, value);
     }
 }
 
@@ -117,20 +129,25 @@ fn key_text(k: &Json) -> String {
 }
 
 /// Evaluates `module` at module path `path` (empty for the root), with `refs`: the inputs
-/// that read other objects.
+/// that read other objects; `calls`: the directories of the modules calling it, and its own
+/// last.
 pub fn evaluate_at(
     module: &Module,
     inputs: &Inputs,
     path: &str,
     refs: BTreeMap<String, Val>,
+    calls: Vec<PathBuf>,
 ) -> Evaluated {
     let mut out = Evaluated::default();
     let mut scope = Scope {
         module_dir: module.dir.display().to_string(),
         module_path: path.to_owned(),
-        var_refs: refs,
+        var_refs: Arc::new(refs),
+        guard: module.guard.clone(),
+        calls,
         ..Scope::default()
     };
+    let mut objects = BTreeMap::new();
     for b in module.of_kind("resource").chain(module.of_kind("data")) {
         if let [type_name, name] = b.labels.as_slice() {
             let id = if b.kind == "data" {
@@ -140,13 +157,14 @@ pub fn evaluate_at(
             };
             let repeated =
                 b.body.attribute("count").is_some() || b.body.attribute("for_each").is_some();
-            scope.objects.insert(id, repeated);
+            objects.insert(id, repeated);
         }
     }
-    scope.vars = variables(module, inputs, &mut out.problems);
-    out.vars = scope.vars.clone();
-    scope.locals = locals(module, &scope, &mut out.problems);
-    out.locals = scope.locals.clone();
+    scope.objects = Arc::new(objects);
+    out.vars = variables(module, inputs, &mut out.problems);
+    scope.vars = Arc::new(out.vars.clone());
+    out.locals = locals(module, &scope, &mut out.problems);
+    scope.locals = Arc::new(out.locals.clone());
     inline_modules(module, &mut scope, &mut out);
     for b in module.of_kind("resource").chain(module.of_kind("data")) {
         instances(b, &scope, &mut out);
@@ -189,7 +207,7 @@ fn locals(module: &Module, scope: &Scope, problems: &mut Vec<Problem>) -> BTreeM
         for (name, e, at) in pending {
             match eval(&e, &scope) {
                 Ok(v) => {
-                    scope.locals.insert(name, v);
+                    Arc::make_mut(&mut scope.locals).insert(name, v);
                 }
                 Err(err) => {
                     last_errors.push(problem(&at, &format!("local.{name}"), err.0.clone()));
@@ -206,7 +224,7 @@ fn locals(module: &Module, scope: &Scope, problems: &mut Vec<Problem>) -> BTreeM
         }
         pending = left;
     }
-    scope.locals
+    Arc::unwrap_or_clone(scope.locals)
 }
 
 /// Expands one resource or data block into its instances.
@@ -232,6 +250,12 @@ fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
             return;
         }
     };
+    // Written once per block, not per instance: an instance's copy is a clone.
+    let provider = b.body.attribute("provider").map(|(e, _)| text(e));
+    let depends_on: Vec<String> = match b.body.attribute("depends_on") {
+        Some((Expression::Array(items), _)) => items.iter().map(text).collect(),
+        _ => Vec::new(),
+    };
     for (key, s) in keys {
         let mut inst = Instance {
             module: scope.module_path.clone(),
@@ -241,67 +265,71 @@ fn instances(b: &Block, scope: &Scope, out: &mut Evaluated) {
             key,
             args: BTreeMap::new(),
             arg_at: BTreeMap::new(),
-            depends_on: Vec::new(),
-            provider: b.body.attribute("provider").map(|(e, _)| text(e)),
+            depends_on: depends_on.clone(),
+            provider: provider.clone(),
             lifecycle: BTreeMap::new(),
             at: b.at.clone(),
         };
-        if let Some((Expression::Array(items), _)) = b.body.attribute("depends_on") {
-            inst.depends_on = items.iter().map(text).collect();
-        }
         let address = inst.address();
         body_args(&b.body, &s, &address, &mut inst, &mut out.problems);
         out.instances.push(inst);
     }
 }
 
-/// The instances a block's `count` or `for_each` makes, each with its scope.
+/// The instances a block's `count` or `for_each` makes, each with its scope; at most
+/// [`super::guard::MAX_INSTANCES_PER_BLOCK`], counted against the conversion's
+/// [`super::guard::MAX_INSTANCES`] before any is made.
 fn expansion(
     b: &Block,
     scope: &Scope,
     subject: &str,
 ) -> Result<Vec<(Option<Json>, Scope)>, Problem> {
-    Ok(
+    let keys: Vec<(Json, Option<Val>)> =
         match (b.body.attribute("count"), b.body.attribute("for_each")) {
             (Some(_), Some((_, at))) => {
                 return Err(problem(at, subject, "count and for_each together".into()));
             }
-            (Some((e, at)), None) => match eval(e, scope).map(|v| v.known().and_then(Json::as_i64))
-            {
-                Ok(Some(n)) if n >= 0 => (0..n)
-                    .map(|i| {
-                        let mut s = scope.clone();
-                        s.count_index = Some(i);
-                        (Some(Json::from(i)), s)
-                    })
-                    .collect(),
-                Ok(_) => {
-                    return Err(problem(
-                        at,
-                        subject,
-                        format!("count = {} is not a known whole number", text(e)),
-                    ));
-                }
-                Err(err) => {
-                    return Err(problem(at, subject, format!("count: {}", err.0)));
-                }
-            },
-            (None, Some((e, at))) => match for_each_keys(e, scope) {
-                Ok(pairs) => pairs
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let mut s = scope.clone();
-                        s.each = Some((k.clone(), v));
-                        (Some(k), s)
-                    })
-                    .collect(),
-                Err(err) => {
-                    return Err(problem(at, subject, format!("for_each: {}", err.0)));
-                }
-            },
-            (None, None) => vec![(None, scope.clone())],
-        },
-    )
+            (Some((e, at)), None) => {
+                let n = count(e, scope).map_err(|m| problem(at, subject, m))?;
+                let counted = scope.guard.count_instances(n);
+                counted.map_err(|m| problem(at, subject, format!("count = {n}: {m}")))?;
+                (0..n).map(|i| (Json::from(i), None)).collect()
+            }
+            (None, Some((e, at))) => {
+                let pairs = for_each_keys(e, scope)
+                    .map_err(|err| problem(at, subject, format!("for_each: {}", err.0)))?;
+                let counted = scope.guard.count_instances(pairs.len() as u64);
+                counted.map_err(|m| problem(at, subject, format!("for_each: {m}")))?;
+                pairs.into_iter().map(|(k, v)| (k, Some(v))).collect()
+            }
+            (None, None) => {
+                let counted = scope.guard.count_instances(1);
+                counted.map_err(|m| problem(&b.at, subject, m))?;
+                return Ok(vec![(None, scope.clone())]);
+            }
+        };
+    Ok(keys
+        .into_iter()
+        .map(|(k, each)| {
+            let mut s = scope.clone();
+            match each {
+                Some(v) => s.each = Some((k.clone(), v)),
+                None => s.count_index = k.as_i64(),
+            }
+            (Some(k), s)
+        })
+        .collect())
+}
+
+/// A `count`'s value: a known whole number, not negative.
+fn count(e: &Expression, scope: &Scope) -> Result<u64, String> {
+    match eval(e, scope) {
+        Ok(v) => v
+            .known()
+            .and_then(Json::as_u64)
+            .ok_or_else(|| format!("count = {} is not a known whole number", text(e))),
+        Err(err) => Err(format!("count: {}", err.0)),
+    }
 }
 
 /// The keys and values a `for_each` iterates: a map's entries, or a set of strings (each

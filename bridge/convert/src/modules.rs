@@ -7,11 +7,13 @@
 //! (`module.net[0].<output>`). Modules from a registry or elsewhere are reported and left out.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
 use super::eval::{Scope, Val, eval};
-use super::load::{Block, Module, load};
+use super::guard::MAX_MODULE_DEPTH;
+use super::load::{Block, Module, load_in};
 use super::vars::{Given, Inputs, Problem};
 
 /// A `module` block's arguments that are not the module's variables.
@@ -33,6 +35,8 @@ pub struct Child {
     pub inputs: Inputs,
     /// The arguments that read other objects, by variable.
     pub refs: BTreeMap<String, Val>,
+    /// The directories of the modules calling it, and its own last.
+    pub calls: Vec<PathBuf>,
 }
 
 /// The module a `module` block names, loaded, with its arguments evaluated in `scope`; or why
@@ -69,7 +73,7 @@ pub fn prepare(
             false,
         ));
     }
-    let child = load(&module.dir.join(&source))
+    let (child, calls) = read(module, &source, scope)
         .map_err(|e| problem(format!("module source {source:?}: {e}"), true))?;
     let mut inputs = Inputs::default();
     let mut refs = BTreeMap::new();
@@ -99,5 +103,70 @@ pub fn prepare(
         module: child,
         inputs,
         refs,
+        calls,
     })
+}
+
+/// The module at `source` (relative to `module`'s directory), read through the guard (inside
+/// the root when confined; once per conversion), and the calls down to it; an error when it is
+/// one of the modules calling it (a cycle) or nests past [`MAX_MODULE_DEPTH`].
+fn read(module: &Module, source: &str, scope: &Scope) -> Result<(Module, Vec<PathBuf>), String> {
+    let guard = &module.guard;
+    let dir = module.dir.join(source);
+    let real = guard.resolve(&module.dir, source)?;
+    let real = real.canonicalize().unwrap_or(real);
+    if let Some(i) = scope.calls.iter().position(|d| *d == real) {
+        let mut cycle: Vec<String> = scope.calls[i..].iter().map(|d| shown(d, scope)).collect();
+        cycle.push(shown(&real, scope));
+        return Err(format!(
+            "the module calls itself ({}): a module may not call a module calling it",
+            cycle.join(" → ")
+        ));
+    }
+    // The root module is the first of the calls: one past it is the first nested call.
+    if scope.calls.len() > MAX_MODULE_DEPTH {
+        return Err(format!(
+            "module calls nest over {MAX_MODULE_DEPTH} deep, the most kraken convert follows"
+        ));
+    }
+    let mut calls = scope.calls.clone();
+    calls.push(real.clone());
+    let blocks = match guard.module(&real) {
+        Some(loaded) => loaded?,
+        None => {
+            let loaded = load_in(&dir, guard.clone())
+                .map(|m| m.blocks)
+                .map_err(|e| e.to_string());
+            guard.keep_module(real, loaded.clone());
+            loaded?
+        }
+    };
+    let child = Module {
+        dir,
+        blocks,
+        guard: guard.clone(),
+    };
+    Ok((child, calls))
+}
+
+/// A module's directory relative to the root module's: `.`, `net`, `../shared`.
+fn shown(dir: &Path, scope: &Scope) -> String {
+    let Some(root) = scope.calls.first() else {
+        return dir.display().to_string();
+    };
+    let (mut from, mut to) = (root.components().peekable(), dir.components().peekable());
+    while let (Some(a), Some(b)) = (from.peek(), to.peek()) {
+        if a != b {
+            break;
+        }
+        from.next();
+        to.next();
+    }
+    let mut rel: PathBuf = from.map(|_| "..").collect();
+    rel.extend(to);
+    if rel.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        rel.display().to_string()
+    }
 }

@@ -6,6 +6,7 @@ use super::eval::{Part, Ref, Scope, Val, eval};
 use super::load::load;
 use super::module::{Given, Inputs, evaluate};
 
+mod guard;
 mod modules;
 
 fn expr(text: &str) -> hcl::Expression {
@@ -73,8 +74,9 @@ fn built_in_functions_compute_what_terraform_does() {
 #[test]
 fn references_to_other_objects_stay_references() {
     let mut scope = Scope::default();
-    scope.objects.insert("aws_vpc.main".into(), false);
-    scope.objects.insert("aws_subnet.a".into(), true);
+    let objects = std::sync::Arc::make_mut(&mut scope.objects);
+    objects.insert("aws_vpc.main".into(), false);
+    objects.insert("aws_subnet.a".into(), true);
     let vpc = Ref {
         module: String::new(),
         data: false,

@@ -89,6 +89,28 @@ fn module_var_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The module's own variables files, through its guard: they are the configuration's, so
+/// confined when it is (a `--var-file` is the user's choice, not the configuration's).
+fn own_var_files(module: &Module, problems: &mut Vec<Problem>) -> Vec<Given> {
+    let mut given = Vec::new();
+    for file in module_var_files(&module.dir) {
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+        match module.guard.resolve(&module.dir, &name.unwrap_or_default()) {
+            Ok(real) => given.push(Given::File(real)),
+            Err(message) => problems.push(Problem {
+                at: Location {
+                    file: file.display().to_string(),
+                    ..Location::default()
+                },
+                subject: "variables file".into(),
+                message,
+                blocking: true,
+            }),
+        }
+    }
+    given
+}
+
 /// Every variable's value, by precedence; problems for missing values and failed validations.
 pub(super) fn variables(
     module: &Module,
@@ -99,7 +121,14 @@ pub(super) fn variables(
         .of_kind("variable")
         .filter_map(|b| b.labels.first().map(|n| (n.clone(), b)))
         .collect();
-    let mut values = defaults(&declared, problems);
+    // Defaults, variables files and validations evaluate within the module's guard: a
+    // default may call file() too.
+    let base = Scope {
+        module_dir: module.dir.display().to_string(),
+        guard: module.guard.clone(),
+        ..Scope::default()
+    };
+    let mut values = defaults(&declared, &base, problems);
     let mut set = |name: &str, raw: Raw, at: &Location, problems: &mut Vec<Problem>| {
         let Some(b) = declared.get(name) else {
             problems.push(problem(
@@ -109,7 +138,7 @@ pub(super) fn variables(
             ));
             return;
         };
-        match typed(raw, b) {
+        match typed(raw, b, &base) {
             Ok(v) => {
                 values.insert(name.to_owned(), v);
             }
@@ -127,12 +156,11 @@ pub(super) fn variables(
             set(name, Raw::Text(v.clone()), &env_at, problems);
         }
     }
-    let files = module_var_files(&module.dir);
-    let mut given: Vec<Given> = files.into_iter().map(Given::File).collect();
+    let mut given = own_var_files(module, problems);
     given.extend(inputs.given.iter().cloned());
     for g in given {
         match g {
-            Given::File(path) => match tfvars(&path) {
+            Given::File(path) => match tfvars(&path, &base) {
                 Ok(pairs) => pairs
                     .into_iter()
                     .for_each(|(k, v, at)| set(&k, Raw::Value(v), &at, problems)),
@@ -158,20 +186,20 @@ pub(super) fn variables(
             ));
         }
     }
-    validate(&declared, &values, problems);
+    validate(&declared, &values, &base, problems);
     values
 }
 
 /// Each declared variable's `default`, when it has one.
 fn defaults(
     declared: &BTreeMap<String, &Block>,
+    empty: &Scope,
     problems: &mut Vec<Problem>,
 ) -> BTreeMap<String, Json> {
-    let empty = Scope::default();
     let mut values = BTreeMap::new();
     for (name, b) in declared {
         if let Some((e, at)) = b.body.attribute("default") {
-            match eval(e, &empty) {
+            match eval(e, empty) {
                 Ok(Val::Known(j)) => {
                     values.insert(name.clone(), j);
                 }
@@ -193,7 +221,7 @@ enum Raw {
     Value(Json),
 }
 
-fn typed(raw: Raw, b: &Block) -> Result<Json, String> {
+fn typed(raw: Raw, b: &Block, empty: &Scope) -> Result<Json, String> {
     let ty = b
         .body
         .attribute("type")
@@ -206,7 +234,7 @@ fn typed(raw: Raw, b: &Block) -> Result<Json, String> {
             let e: Expression = t
                 .parse()
                 .map_err(|e| format!("{t:?} is not a value of type {ty}: {e}"))?;
-            match eval(&e, &Scope::default()).map_err(|e| e.0)? {
+            match eval(&e, empty).map_err(|e| e.0)? {
                 Val::Known(j) => j,
                 _ => return Err(format!("{t:?} is not a constant")),
             }
@@ -226,8 +254,8 @@ fn typed(raw: Raw, b: &Block) -> Result<Json, String> {
 }
 
 /// A `.tfvars` (HCL) or `.tfvars.json` file's assignments.
-fn tfvars(path: &Path) -> Result<Vec<(String, Json, Location)>, Problem> {
-    let module = super::load::load_file(path).map_err(|e| Problem {
+fn tfvars(path: &Path, empty: &Scope) -> Result<Vec<(String, Json, Location)>, Problem> {
+    let module = super::load::load_file(path, &empty.guard).map_err(|e| Problem {
         at: Location {
             file: path.display().to_string(),
             ..Location::default()
@@ -238,7 +266,7 @@ fn tfvars(path: &Path) -> Result<Vec<(String, Json, Location)>, Problem> {
     })?;
     let mut out = Vec::new();
     for (name, e, at) in module.attributes {
-        match eval(&e, &Scope::default()) {
+        match eval(&e, empty) {
             Ok(Val::Known(j)) => out.push((name, j, at)),
             _ => {
                 return Err(problem(
@@ -256,11 +284,12 @@ fn tfvars(path: &Path) -> Result<Vec<(String, Json, Location)>, Problem> {
 fn validate(
     declared: &BTreeMap<String, &Block>,
     values: &BTreeMap<String, Json>,
+    base: &Scope,
     problems: &mut Vec<Problem>,
 ) {
     let scope = Scope {
-        vars: values.clone(),
-        ..Scope::default()
+        vars: std::sync::Arc::new(values.clone()),
+        ..base.clone()
     };
     for (name, b) in declared {
         if !values.contains_key(name) {

@@ -8,10 +8,14 @@ use clap::Args;
 use serde_json::{Value as Json, json};
 
 use crate::convert::emit::{EmitOptions, Emitted, Target, emit, local_provider, sanitize};
-use crate::convert::load::{Block, load};
+use crate::convert::guard::Guard;
+use crate::convert::load::{Block, load_in};
 use crate::convert::module::{Evaluated, Given, Inputs, Problem, evaluate};
 use crate::provider::resolve::Resolver;
 use crate::value::fields::FieldMap;
+
+mod write;
+use write::write;
 
 pub const CONVERT_ABOUT: &str = "Convert a Terraform configuration into Kubernetes manifests.
 
@@ -22,6 +26,17 @@ instance becoming one object named <name>, <name>-<index> or <name>-<key>. An ar
 another object's attribute becomes a valuesFrom reference (text around references, a template),
 so values keep flowing after migration. Sensitive arguments are never written: they become Secret
 references, and the Secrets to create are listed.
+
+The configuration is read as input from whoever wrote it. Confined (--confine), file() and
+local module sources (./x, ../x) must stay inside DIR, symlinks resolved; a read outside is an
+error naming file:line and the path. Confinement is on by default when standard input is not a
+terminal (CI, scripts: no one is there to have read the configuration) and off on a terminal,
+where Terraform's own rules hold (absolute paths and ../ modules anywhere); --confine or
+--no-confine decides either way. Always, whatever the confinement: a file is at most 4 MiB and
+the configuration at most 64 MiB; one count or for_each makes at most 10,000 instances and the
+configuration at most 100,000; module calls nest at most 32 deep, and a module that calls
+itself is an error naming the cycle; a value is at most 16 MiB, and evaluation as a whole is
+bounded. Each refusal names file:line.
 
 Provider binaries are found in DIR/.terraform/providers (after terraform init) and --plugin-dir
 mirrors; their schemas name the kinds and check every argument.
@@ -87,6 +102,35 @@ pub struct ConvertArgs {
     /// holds only the Provider. For a configuration that uses one provider.
     #[arg(long, value_name = "NAME")]
     pub provider_config: Option<String>,
+    /// Keep file() and local module sources inside DIR (symlinks resolved): a read outside
+    /// is an error naming file:line. The default when standard input is not a terminal.
+    #[arg(long, overrides_with = "no_confine")]
+    pub confine: bool,
+    /// Let file() and module sources read any path, as Terraform does. The default on a
+    /// terminal.
+    #[arg(long = "no-confine", overrides_with = "confine")]
+    pub no_confine: bool,
+}
+
+impl ConvertArgs {
+    /// Whether reads are confined to DIR: as asked, else when no one is at a terminal to have
+    /// read the configuration (CI, a script), where it is most likely someone else's.
+    fn confined(&self) -> bool {
+        use std::io::IsTerminal as _;
+        match (self.confine, self.no_confine) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => !std::io::stdin().is_terminal(),
+        }
+    }
+
+    /// What the conversion may read and spend.
+    fn guard(&self) -> anyhow::Result<Guard> {
+        if !self.confined() {
+            return Ok(Guard::unconfined());
+        }
+        Guard::confined(&self.dir).with_context(|| format!("reading {}", self.dir.display()))
+    }
 }
 
 /// One provider the module uses: its local name, source address and what resolved it.
@@ -98,7 +142,7 @@ struct ProviderUse {
 }
 
 pub(super) async fn run(args: ConvertArgs) -> anyhow::Result<()> {
-    let module = load(&args.dir)?;
+    let module = load_in(&args.dir, std::sync::Arc::new(args.guard()?))?;
     let mut given: Vec<Given> = args.var_files.iter().cloned().map(Given::File).collect();
     for v in &args.vars {
         let Some((k, val)) = v.split_once('=') else {
@@ -253,7 +297,10 @@ fn required_providers(
     module: &crate::convert::load::Module,
 ) -> BTreeMap<String, (String, Option<String>)> {
     let mut out = BTreeMap::new();
-    let scope = crate::convert::eval::Scope::default();
+    let scope = crate::convert::eval::Scope {
+        guard: module.guard.clone(),
+        ..Default::default()
+    };
     for t in module.of_kind("terraform") {
         for rp in t.body.blocks_of("required_providers") {
             for (name, e, _) in &rp.body.attributes {
@@ -419,6 +466,7 @@ fn provider_docs(
     let fields = FieldMap::for_provider_config(&schema.provider);
     let scope = crate::convert::eval::Scope {
         module_dir: args.dir.display().to_string(),
+        guard: module.guard.clone(),
         ..Default::default()
     };
     let mut configs: Vec<(String, Json, Vec<Json>)> = Vec::new();
@@ -473,116 +521,4 @@ fn provider_docs(
         }));
     }
     docs
-}
-
-/// Writes the files: providers.yaml, one file per type, README.md.
-fn write(
-    out: &Path,
-    providers: &[Json],
-    emitted: &Emitted,
-    ev: &Evaluated,
-    adoption: Option<&crate::convert::state::Adoption>,
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let mut files: BTreeMap<String, Vec<&Json>> = BTreeMap::new();
-    files
-        .entry("providers.yaml".into())
-        .or_default()
-        .extend(providers);
-    for m in &emitted.manifests {
-        files.entry(m.file.clone()).or_default().push(&m.doc);
-    }
-    for (name, docs) in &files {
-        let text: Vec<String> = docs
-            .iter()
-            .map(|d| kraken_codegen::yaml::to_yaml(d))
-            .collect();
-        let path = out.join(name);
-        std::fs::write(&path, text.join("---\n"))
-            .with_context(|| format!("writing {}", path.display()))?;
-        if name == crate::convert::state::SEED_FILE {
-            // The state's sensitive values: readable by the user alone, as Terraform's state.
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .with_context(|| format!("restricting {}", path.display()))?;
-        }
-    }
-    std::fs::write(out.join("README.md"), summary(emitted, ev, adoption))?;
-    Ok(())
-}
-
-fn summary(
-    emitted: &Emitted,
-    ev: &Evaluated,
-    adoption: Option<&crate::convert::state::Adoption>,
-) -> String {
-    let mut s = String::from("# Converted by kraken convert\n\n");
-    s.push_str(&format!(
-        "{} of {} resource and data source instances became manifests.\n\n",
-        converted(emitted),
-        ev.instances.len()
-    ));
-    s.push_str("| Terraform address | object |\n|---|---|\n");
-    for (address, name) in &emitted.names {
-        s.push_str(&format!("| `{address}` | `{name}` |\n"));
-    }
-    if !emitted.secrets.is_empty() {
-        s.push_str("\n## Secrets to create\n\nSensitive arguments are not written into manifests. Create:\n\n");
-        for sec in &emitted.secrets {
-            s.push_str(&format!(
-                "- Secret `{}`, key `{}` (for `{}`)\n",
-                sec.name, sec.key, sec.address
-            ));
-        }
-    }
-    if !emitted.problems.is_empty() {
-        s.push_str("\n## Not converted\n\n");
-        for p in &emitted.problems {
-            s.push_str(&format!("- {p}\n"));
-        }
-    }
-    if let Some(a) = adoption {
-        s.push_str(&format!(
-            "\n## Adoption\n\n{} objects import the object the state holds (`spec.importIdentity` \
-             where the provider declares a resource identity for the type, else `spec.importId`): \
-             applying them adopts it instead of creating another.\n",
-            a.imported
-        ));
-        for p in &a.problems {
-            s.push_str(&format!("- {p}\n"));
-        }
-        let seeded = emitted
-            .manifests
-            .iter()
-            .filter(|m| m.file == crate::convert::state::SEED_FILE)
-            .count();
-        if seeded > 0 {
-            s.push_str(&format!(
-                "\n`{}` seeds {seeded} state Secrets from the state: apply it first, so the \
-                 operator refreshes each object's state instead of importing it. It holds the \
-                 state's sensitive values, as `terraform.tfstate` does: apply it, do not commit \
-                 it.\n",
-                crate::convert::state::SEED_FILE
-            ));
-        }
-    }
-    if !ev.outputs.is_empty() {
-        use crate::convert::exports::{FILE, OUTPUTS, SENSITIVE_OUTPUTS};
-        s.push_str(&format!(
-            "\n## Outputs\n\nThe ConfigExports in `{FILE}` keep the outputs published: \
-             ConfigMap `{OUTPUTS}`, and Secret `{SENSITIVE_OUTPUTS}` for sensitive ones, \
-             one key per output.\n\n"
-        ));
-        for name in ev.outputs.keys() {
-            let (kind, target) = if ev.sensitive_outputs.contains(name) {
-                ("Secret", SENSITIVE_OUTPUTS)
-            } else {
-                ("ConfigMap", OUTPUTS)
-            };
-            s.push_str(&format!(
-                "- `output.{name}` → {kind} `{target}`, key `{name}`\n"
-            ));
-        }
-    }
-    s
 }

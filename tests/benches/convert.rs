@@ -55,6 +55,13 @@ fn world(n: usize) -> anyhow::Result<World> {
     let ledger = scratch_dir("bench-convert-ledger-")?;
     let work = scratch_dir("bench-convert-")?;
     let cp = ControlPlane::with_fixture_kinds(NS, NS)?;
+    // Terraform's objects carry no owner's tag: the administrator vouches for the migration.
+    cp.kubectl(&[
+        "annotate",
+        "namespace",
+        NS,
+        "kraken.dev/adoptable-types=fixture_*",
+    ])?;
     let tf = work.path().join("tf");
     std::fs::create_dir_all(&tf)?;
     std::fs::write(tf.join("main.tf"), configuration(n, ledger.path()))?;

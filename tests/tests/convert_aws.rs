@@ -345,6 +345,14 @@ fn convert_and_seed(
         "-p",
         r#"{"spec":{"config":{"skipRequestingAccountId":true}}}"#,
     ])?;
+    // Terraform's objects carry no owner's tag: the administrator vouches for the migration
+    // (docs/security.md, "Adoption needs consent").
+    ab.bed.cp.kubectl(&[
+        "annotate",
+        "namespace",
+        &ns,
+        "kraken.dev/adoptable-types=aws_*",
+    ])?;
     // From here on moto records every request: planning and adopting may only read.
     ab.moto.record()?;
     // The states Terraform left, seeded: the operator and the plan refresh them instead of

@@ -203,6 +203,14 @@ fn scenario(bed: &mut FixtureBed) -> anyhow::Result<()> {
     );
     let objects = out.join("resource-fixture-object.yaml");
     bed.apply_provider_config("fixture", serde_json::json!({}))?;
+    // Terraform's objects carry no owner's tag: the administrator vouches for the migration
+    // (docs/security.md, "Adoption needs consent").
+    bed.cp.kubectl(&[
+        "annotate",
+        "namespace",
+        &ns,
+        "kraken.dev/adoptable-types=fixture_*",
+    ])?;
     expect_plans_before_the_hand_over(bed, (&tf, &state), work.path(), &objects)?;
 
     bed.apply(&std::fs::read_to_string(&objects)?)?;

@@ -4,10 +4,14 @@
 //! plans, `seed` states), cannot edit the Namespace and is not the operator, against the real
 //! API server, the chart's admission policies and the operator; each attempt must fail.
 
+#[path = "tenant_boundaries/adoption.rs"]
+mod adoption;
 #[path = "tenant_boundaries/approvals.rs"]
 mod approvals;
 #[path = "tenant_boundaries/hub.rs"]
 mod hub;
+#[path = "tenant_boundaries/packages.rs"]
+mod packages;
 #[path = "tenant_boundaries/state.rs"]
 mod state;
 

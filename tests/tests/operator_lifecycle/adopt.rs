@@ -1,5 +1,7 @@
 //! Objects Kraken did not create: adopted by `importId` or `importIdentity`, or only observed
-//! (`managementPolicy: ObserveOnly`), which never writes.
+//! (`managementPolicy: ObserveOnly`), which never writes. Each carries its owner's consent, the
+//! tag `kraken.dev/adoptable-by=<namespace>/<name>` of the resource that adopts it
+//! (tests/tests/tenant_boundaries/adoption.rs shows what happens without it).
 
 use std::time::Duration;
 
@@ -18,9 +20,14 @@ use super::{
 fn import_id_adopts_an_existing_object() -> anyhow::Result<()> {
     default_run("import", |bed| {
         // Make an object that Kraken no longer manages: create it, then orphan it.
+        let consent = json!({"kraken.dev/adoptable-by": format!("{}/adopter", bed.ns)});
         bed.apply_object(
             "seed",
-            spec("adopted", 1, json!({"deletionPolicy": "Orphan"})),
+            spec(
+                "adopted",
+                1,
+                json!({"deletionPolicy": "Orphan", "forProvider": {"tags": consent}}),
+            ),
         )?;
         let id = external_id(&bed.wait_reconciled("seed", CONVERGE)?)?;
         delete_object(bed, "seed")?;
@@ -54,12 +61,18 @@ fn import_id_adopts_an_existing_object() -> anyhow::Result<()> {
     })
 }
 
-/// An object that exists in the cloud without Kraken having made it.
-fn hand_made_object(bed: &FixtureBed, id: &str, name: &str, size: u32) -> anyhow::Result<()> {
+/// An object that exists in the cloud without Kraken having made it, tagged as adoptable by
+/// the resource `adopter` of the bed's namespace.
+fn hand_made_object(
+    bed: &FixtureBed,
+    (id, name, size): (&str, &str, u32),
+    adopter: &str,
+) -> anyhow::Result<()> {
+    let consent = json!({"kraken.dev/adoptable-by": format!("{}/{adopter}", bed.ns)});
     ledger::write_object(
         bed.ledger_dir(),
         &json!({
-            "id": id, "name": name, "size": size, "tags": null, "labels": null, "ports": null,
+            "id": id, "name": name, "size": size, "tags": consent, "labels": null, "ports": null,
             "settings": null, "rules": null, "password": null, "description": "made by hand",
             "created_at": "2024-01-01T00:00:00Z", "revision": 1, "secret_token": "feedface00",
         }),
@@ -73,7 +86,7 @@ fn hand_made_object(bed: &FixtureBed, id: &str, name: &str, size: u32) -> anyhow
 fn import_identity_adopts_by_the_providers_identity() -> anyhow::Result<()> {
     default_run("import-identity", |bed| {
         let id = "obj-1de000000000000a";
-        hand_made_object(bed, id, "by-identity", 4)?;
+        hand_made_object(bed, (id, "by-identity", 4), "identified")?;
         let observe = json!({"managementPolicy": "ObserveOnly", "importIdentity": {"id": id}});
         bed.apply_object("identified", spec("by-identity", 4, observe))?;
         let obj = bed.wait_reconciled("identified", CONVERGE)?;
@@ -105,7 +118,7 @@ fn import_identity_adopts_by_the_providers_identity() -> anyhow::Result<()> {
 fn observe_only_reads_and_never_writes() -> anyhow::Result<()> {
     default_run("observe-only", |bed| {
         let id = "obj-0b5e0000000000aa";
-        hand_made_object(bed, id, "observed", 4)?;
+        hand_made_object(bed, (id, "observed", 4), "watcher")?;
         let observe =
             json!({"managementPolicy": "ObserveOnly", "importId": id, "driftInterval": "2s"});
         // The spec says size 9; the object has 4. ObserveOnly reports, never corrects.

@@ -419,3 +419,62 @@ fn the_documented_example_converts_as_documented() -> anyhow::Result<()> {
     ensure!(read("outputs.yaml")?.contains("key: prod_db"));
     Ok(())
 }
+
+/// A configuration is input from whoever wrote it (docs/security.md, "`kraken convert` reads
+/// hostile configurations"): with standard input not a terminal (as here, and in CI) reads are
+/// confined to DIR, so `file("/etc/passwd")` is refused at its file:line and nothing is
+/// written; `--no-confine` reads it as Terraform would. A 100,000,000-instance `count` is
+/// refused at its line in moments instead of exhausting memory.
+#[test]
+fn hostile_configurations_are_refused_where_they_are_written() -> anyhow::Result<()> {
+    let work = scratch_dir("kraken-convert-hostile-")?;
+    let tf = work.path().join("tf");
+    std::fs::create_dir_all(&tf)?;
+    let out = work.path().join("out");
+    let out_s = out.to_string_lossy().into_owned();
+    let head = fixture_terraform_header(Some(&work.path().join("ledger")));
+
+    let passwd = format!(
+        "{head}resource \"fixture_object\" \"leak\" {{\n  name = file(\"/etc/passwd\")\n}}\n"
+    );
+    std::fs::write(tf.join("main.tf"), &passwd)?;
+    let line = passwd.lines().count() - 1;
+    let (code, stdout, stderr) = convert(&tf, &["--out", &out_s])?;
+    ensure!(
+        code == Some(1),
+        "file(\"/etc/passwd\"): exit {code:?}\n{stdout}{stderr}"
+    );
+    ensure!(
+        stderr.contains(&format!("main.tf:{line}:"))
+            && stderr.contains("\"/etc/passwd\" is outside the configuration's root"),
+        "{stderr}"
+    );
+    ensure!(!stderr.contains("root:x:0"), "the file was read: {stderr}");
+    ensure!(!out.exists(), "something was written");
+    let (code, _, stderr) = convert(&tf, &["--out", &out_s, "--no-confine"])?;
+    ensure!(code == Some(0), "--no-confine: {stderr}");
+    ensure!(
+        std::fs::read_to_string(out.join("resource-fixture-object.yaml"))?.contains("root:"),
+        "--no-confine did not read /etc/passwd"
+    );
+    std::fs::remove_dir_all(&out)?;
+
+    let huge = format!("{head}resource \"fixture_object\" \"many\" {{\n  count = 100000000\n}}\n");
+    std::fs::write(tf.join("main.tf"), &huge)?;
+    let line = huge.lines().count() - 1;
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = convert(&tf, &["--out", &out_s])?;
+    let took = started.elapsed();
+    ensure!(
+        code == Some(1),
+        "a count of 100000000: exit {code:?}\n{stderr}"
+    );
+    ensure!(
+        stderr.contains(&format!("main.tf:{line}:"))
+            && stderr.contains("100000000 instances, over the 10000 one block may have"),
+        "{stderr}"
+    );
+    ensure!(took < Duration::from_secs(30), "refusing took {took:?}");
+    ensure!(!out.exists(), "something was written");
+    Ok(())
+}

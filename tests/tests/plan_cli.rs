@@ -32,10 +32,20 @@ struct Run {
 /// `kraken plan -f <files> [extra]` against `kubeconfig`, without colour.
 fn plan(kubeconfig: &Path, files: &[&Path], extra: &[&str]) -> anyhow::Result<Run> {
     let env = TestEnv::load()?;
+    let dir = env.path("KRAKEN_TEST_PLUGIN_DIR")?.display().to_string();
+    let mut args = vec!["--plugin-dir", dir.as_str()];
+    args.extend_from_slice(extra);
+    plan_bare(kubeconfig, files, &args)
+}
+
+/// `kraken plan -f <files> [extra]` as a user runs it: no plugin directory of the test peers,
+/// none in the environment.
+fn plan_bare(kubeconfig: &Path, files: &[&Path], extra: &[&str]) -> anyhow::Result<Run> {
     let mut cmd = Command::new(kraken_bin()?);
     cmd.arg("plan").arg("--kubeconfig").arg(kubeconfig);
-    cmd.arg("--plugin-dir")
-        .arg(env.path("KRAKEN_TEST_PLUGIN_DIR")?);
+    cmd.env_remove("KRAKEN_PLUGIN_DIR")
+        .env_remove("KRAKEN_PLUGIN_CACHE")
+        .env_remove("KRAKEN_PROVIDER_MIRROR");
     for f in files {
         cmd.arg("-f").arg(f);
     }
@@ -326,7 +336,10 @@ fn bad_input(bed: &FixtureBed, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// The repository's examples: their Providers (random, time) installed at runtime from the test
-/// mirror; then every resource of `examples/` plans as a create, the rest is applied as-is.
+/// mirror, as `scripts/demo.sh up` does; then `kraken plan` as a user runs it beside (no
+/// plugin directory, a plugin cache of its own) fetches the builds the Providers recorded and
+/// plans every resource of `examples/` as a create, the rest applied as-is. A package changed
+/// in its cache afterwards is refused.
 #[test]
 fn plans_the_repository_examples() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
@@ -343,7 +356,7 @@ fn plans_the_repository_examples() -> anyhow::Result<()> {
         OperatorOptions {
             args: vec![
                 "--plugin-cache".into(),
-                cache_arg.clone(),
+                cache_arg,
                 "--provider-mirror".into(),
                 mirror.display().to_string(),
             ],
@@ -361,10 +374,13 @@ fn plans_the_repository_examples() -> anyhow::Result<()> {
         let provider = ("", "providers.core.kraken.dev", p);
         wait_condition(&cp, provider, ("Ready", "True", "Installed"), "", CONVERGE)?;
     }
-    let run = plan(
+    // The user's own plugin cache: empty, as on a fresh machine.
+    let users = scratch_dir("kraken-users-cache-")?;
+    let users_arg = users.path().display().to_string();
+    let run = plan_bare(
         cp.kubeconfig(),
         &[&examples],
-        &["--plugin-cache", &cache_arg],
+        &["--plugin-cache", &users_arg],
     )?;
     let run = match run.code {
         Some(2) => run,
@@ -388,5 +404,26 @@ fn plans_the_repository_examples() -> anyhow::Result<()> {
     run.has(
         "Plan: 4 to create, 0 to update, 0 to replace, 0 unchanged; 8 not planned (applied as-is).",
     )?;
+    let fetched = users
+        .path()
+        .join("registry.terraform.io/hashicorp/random")
+        .join(env.provider("random")?.version)
+        .join("linux_amd64");
+    let binary = std::fs::read_dir(&fetched)
+        .with_context(|| format!("kraken plan fetched random into {}", fetched.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_file())
+        .context("the fetched binary")?;
+    // Someone changes the package in the user's cache: refused, not launched.
+    std::fs::remove_file(&binary)?;
+    std::fs::write(&binary, b"#!/bin/sh\nexit 1\n")?;
+    let run = plan_bare(
+        cp.kubeconfig(),
+        &[&examples],
+        &["--plugin-cache", &users_arg],
+    )?
+    .expect(1, "a changed package")?;
+    run.has("will not be launched")?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use super::deps;
 use super::error::{Error, Result};
 use super::hold;
 use super::observe::{Adoption, Observed, Pass, Planned, up_to_plan};
-use super::spec::ManagedSpec;
+use super::spec::{ManagedSpec, Policies};
 use super::state::Stored;
 use super::target::{
     OWNER_TAG_ANNOTATION, Saved, Target, apply_plan, destroy_object, fail_on_errors, plan_paths,
@@ -36,12 +36,20 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
     let t = Target::new(&p, &kind.type_name)?;
     let Some(Planned {
         config,
-        observed,
+        mut observed,
         plan,
     }) = up_to_plan(run, &t, spec).await?
     else {
         return Ok(Action::await_change());
     };
+    // The policy fields the state recorded as in force (loaded with it), and what the spec
+    // asks for now.
+    let wanted = spec.policies();
+    let recorded = Policies::parse(run.policies().as_deref());
+    let policy_changes = recorded
+        .as_ref()
+        .map(|r| wanted.changes_from(r))
+        .unwrap_or_default();
     if plan.action != PlanAction::NoOp {
         let paths = plan_paths(&plan, t.fields());
         run.set_status_field(
@@ -66,7 +74,10 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
     };
     let act = decide::act(plan.action, facts);
     let policy = spec.plan_policy(&p, run.k.ctx.floors.of(&run.namespace).await);
-    let gated = hold::gate(run, &t, &plan, |ok| decide::gate(policy, act, ok));
+    let changed = !policy_changes.is_empty();
+    let gated = hold::gate(run, &t, &plan, |ok| {
+        decide::gate(policy, (act, changed), ok)
+    });
     if gated.gate == Gate::Hold {
         let Observed {
             state,
@@ -78,8 +89,15 @@ pub(super) async fn apply(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Actio
         saved
             .write_if_changed(run, &t, &state, &private, completed)
             .await?;
-        hold::hold(run, &t, &plan, &state, &gated, hold::Held::of(act)).await?;
+        let held = (hold::Held::of(act), policy_changes.as_slice());
+        hold::hold(run, &t, &plan, &state, &gated, held).await?;
     } else {
+        // The spec's policy fields are in force from here; a change of them is recorded
+        // even when nothing else is written.
+        run.set_policies(Some(wanted.to_bytes()));
+        if changed {
+            observed.saved.must_write();
+        }
         let approver = hold::approved(run, &gated, &plan).await;
         carry_out(run, &t, &plan, &config, observed, act).await?;
         hold::went_ahead(run, &gated, &plan, approver).await;

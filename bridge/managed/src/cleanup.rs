@@ -12,7 +12,7 @@ use super::error::Result;
 use super::hold::{self, Held};
 use super::observe::{owner, recover};
 use super::report::condition;
-use super::spec::{ManagedSpec, PlanPolicy};
+use super::spec::{ManagedSpec, PlanPolicy, Policies};
 use super::target::{Saved, Target, apply_plan, fail_on_errors};
 use super::write::Run;
 use super::{CREATE_ATTEMPT_ANNOTATION, deps};
@@ -28,6 +28,8 @@ pub(super) async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Act
         return Ok(Action::await_change());
     }
     let readers = deps::readers(run).await?;
+    let in_force = in_force(run, spec).await?;
+    let spec = &in_force;
     // A data source has no external object of its own: its deletion only waits for readers.
     let data_source = run.k.kind.data_source;
     let orphan_policy = data_source || spec.deletion_policy.as_deref() == Some("Orphan");
@@ -64,6 +66,29 @@ pub(super) async fn cleanup(run: &mut Run<'_>, spec: &ManagedSpec) -> Result<Act
         .await;
     }
     Ok(Action::await_change())
+}
+
+/// The spec the deletion goes by: under a plan policy that holds deletes (`Manual`,
+/// `ManualForDestructive`), with the policy fields in force as the state recorded them, not
+/// as edited since: a `deletionPolicy: Orphan` or `ObserveOnly` set without approval does not
+/// release an object whose destroy waits for it.
+async fn in_force(run: &Run<'_>, spec: &ManagedSpec) -> Result<ManagedSpec> {
+    if run.k.kind.data_source || !run.has_finalizer() {
+        return Ok(spec.clone());
+    }
+    let p = super::apply::provider(run, spec).await?;
+    let policy = spec.plan_policy(&p, run.k.ctx.floors.of(&run.namespace).await);
+    if policy == PlanPolicy::Auto {
+        return Ok(spec.clone());
+    }
+    let recorded = run
+        .load_state()
+        .await?
+        .and_then(|s| Policies::parse(s.policies.as_deref()));
+    Ok(match recorded {
+        Some(policies) => spec.with_policies(policies),
+        None => spec.clone(),
+    })
 }
 
 /// Deletion waits while `readers` still read the object's outputs: `Ready=False InUse`, an
@@ -178,7 +203,7 @@ async fn destroy_state(
     .map_err(|e| t.lifecycle_err("plan destroy", e))?;
     let gated = hold::gate(run, t, &plan, |ok| decide::gate_delete(policy, ok));
     if gated.gate == Gate::Hold {
-        hold::hold(run, t, &plan, &read.new_state, &gated, Held::Delete).await?;
+        hold::hold(run, t, &plan, &read.new_state, &gated, (Held::Delete, &[])).await?;
         return Ok(Destroyed::Held);
     }
     let approver = hold::approved(run, &gated, &plan).await;

@@ -130,13 +130,18 @@ pub enum Gate {
     Hold,
 }
 
-/// The gate for step `act` under `policy`; `approved` when the approval annotation names the
-/// id of the plan just made. Deletes never reach here (a live object's pass settles them).
-pub fn gate(policy: PlanPolicy, act: Act, approved: bool) -> Gate {
-    let changes = matches!(
-        act,
-        Act::Create { .. } | Act::Update { .. } | Act::Replace { .. }
-    );
+/// The gate for step `act` under `policy`, `policies_changed` when the spec's policy fields
+/// (`deletionPolicy`, `managementPolicy`, `replacePolicy`, `ignoreChanges`) differ from those in
+/// force; `approved` when the approval annotation names the id of the plan just made. Under
+/// `Manual` a change of the policy fields waits like a change of the object: each of them can
+/// release the object or stop a held change. Deletes never reach here (a live object's pass
+/// settles them).
+pub fn gate(policy: PlanPolicy, (act, policies_changed): (Act, bool), approved: bool) -> Gate {
+    let changes = policies_changed
+        || matches!(
+            act,
+            Act::Create { .. } | Act::Update { .. } | Act::Replace { .. }
+        );
     let held = match policy {
         PlanPolicy::Auto => false,
         PlanPolicy::Manual => changes,
@@ -414,8 +419,19 @@ mod tests {
             ),
         ];
         for (name, policy, act, approved, want) in cases {
-            assert_eq!(gate(policy, act, approved), want, "{name}");
+            assert_eq!(gate(policy, (act, false), approved), want, "{name}");
         }
+        // A change of the policy fields: held under Manual even when the object would not
+        // change; the other policies let it through.
+        let settle = (Act::Settle, true);
+        assert_eq!(gate(Manual, settle, false), Gate::Hold);
+        assert_eq!(gate(Manual, settle, true), Gate::Approved);
+        assert_eq!(
+            gate(Manual, (Act::Observe { drifted: false }, true), false),
+            Gate::Hold
+        );
+        assert_eq!(gate(Destructive, settle, false), Gate::Go);
+        assert_eq!(gate(PlanPolicy::Auto, settle, false), Gate::Go);
     }
 
     #[test]

@@ -185,18 +185,22 @@ pub(super) async fn went_ahead(
     run.event(false, PLAN_APPLIED, note).await;
 }
 
-/// Holds the change: shows the plan and the live object `state`, and says what waits (and why
-/// an approval given is stale).
+/// Holds the change: shows the plan (with the changes of the spec's policy fields
+/// `policy_changes`, which wait with it) and the live object `state`, and says what waits
+/// (and why an approval given is stale).
 pub(super) async fn hold(
     run: &mut Run<'_>,
     t: &Target<'_>,
     plan: &Plan,
     state: &Value,
     gated: &Gated,
-    held: Held,
+    (held, policy_changes): (Held, &[Json]),
 ) -> Result<()> {
     let (mut view, stale) = plan_view(run, t, plan, gated)?;
     view["reason"] = json!(held.reason());
+    if let Some(changes) = view["changes"].as_array_mut() {
+        changes.splice(0..0, policy_changes.iter().cloned());
+    }
     run.set_status_field("plan", view);
     let mut updates = Vec::new();
     if state.is_null() {

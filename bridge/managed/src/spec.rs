@@ -1,7 +1,7 @@
 //! The fields of a generated kind's spec the controller reads, and the policies they set.
 
 use kube::runtime::controller::Action;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 pub use kraken_core_kinds::PlanPolicy;
@@ -12,7 +12,7 @@ use kraken_source::Configured;
 pub const OBSERVE_NEEDS_IMPORT: &str = "managementPolicy ObserveOnly needs spec.importId (the id of the object to observe) or spec.importIdentity";
 
 /// The fields of a generated kind's spec the controller reads (forProvider stays JSON).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedSpec {
     #[serde(default)]
@@ -46,12 +46,103 @@ pub struct ManagedSpec {
     plan_policy: Option<PlanPolicy>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The spec fields that decide what Kraken may do to the external object, apart from the
+/// object's own arguments: whether it is managed or only observed, whether deleting the
+/// resource destroys it, how a replacement goes, which changes are not applied. Under a
+/// `Manual` plan policy a change of them waits for approval like a change of the object
+/// (an editor could otherwise release an object whose delete waits, or stop a held change by
+/// ignoring it); the ones in force are recorded in the sealed state.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policies {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub management_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_changes: Vec<String>,
+}
+
+impl Policies {
+    /// What the state recorded (`None`: nothing readable, written before they were recorded).
+    pub fn parse(recorded: Option<&[u8]>) -> Option<Self> {
+        serde_json::from_slice(recorded?).ok()
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Each field that differs from `before`, as a change of `status.plan`: `spec.<field>`,
+    /// and the values as JSON (`null` when unset).
+    pub fn changes_from(&self, before: &Self) -> Vec<Json> {
+        let shown = |v: &Option<String>| match v {
+            Some(v) => Json::String(v.clone()).to_string(),
+            None => "null".to_owned(),
+        };
+        let list = |v: &[String]| serde_json::to_string(v).unwrap_or_default();
+        let mut out = Vec::new();
+        let mut push = |field: &str, b: String, a: String| {
+            if b != a {
+                out.push(
+                    serde_json::json!({"path": format!("spec.{field}"), "before": b, "after": a}),
+                );
+            }
+        };
+        push(
+            "deletionPolicy",
+            shown(&before.deletion_policy),
+            shown(&self.deletion_policy),
+        );
+        push(
+            "ignoreChanges",
+            list(&before.ignore_changes),
+            list(&self.ignore_changes),
+        );
+        push(
+            "managementPolicy",
+            shown(&before.management_policy),
+            shown(&self.management_policy),
+        );
+        push(
+            "replacePolicy",
+            shown(&before.replace_policy),
+            shown(&self.replace_policy),
+        );
+        out
+    }
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
 struct NameRef {
     name: String,
 }
 
 impl ManagedSpec {
+    /// The policy fields as the spec sets them.
+    pub fn policies(&self) -> Policies {
+        Policies {
+            management_policy: self.management_policy.clone(),
+            deletion_policy: self.deletion_policy.clone(),
+            replace_policy: self.replace_policy.clone(),
+            ignore_changes: self.ignore_changes.clone(),
+        }
+    }
+
+    /// This spec with the policy fields `policies` (those in force while a change of them
+    /// waits for approval).
+    pub fn with_policies(&self, policies: Policies) -> Self {
+        Self {
+            management_policy: policies.management_policy,
+            deletion_policy: policies.deletion_policy,
+            replace_policy: policies.replace_policy,
+            ignore_changes: policies.ignore_changes,
+            ..self.clone()
+        }
+    }
+
     pub fn observe_only(&self) -> bool {
         self.management_policy.as_deref() == Some("ObserveOnly")
     }

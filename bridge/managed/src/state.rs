@@ -27,6 +27,10 @@ use kraken_core_kinds::state_secret::{
 const KEY_DEPOSED_STATE: &str = "deposedState";
 const KEY_DEPOSED_PRIVATE: &str = "deposedPrivate";
 const KEY_DEPOSED_SCHEMA_VERSION: &str = "deposedSchemaVersion";
+/// The policy fields in force (`deletionPolicy`, `managementPolicy`, `replacePolicy`,
+/// `ignoreChanges`), as JSON: under a `Manual` plan policy a change of them waits for approval
+/// like any other ([`crate::spec::Policies`]).
+const KEY_POLICIES: &str = "policies";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
@@ -61,6 +65,8 @@ pub struct Stored {
     pub create_attempt: Option<String>,
     /// The object a create-before-destroy replacement replaced, until it is destroyed.
     pub deposed: Option<Deposed>,
+    /// The policy fields in force, as JSON (`None`: written before they were recorded).
+    pub policies: Option<Vec<u8>>,
 }
 
 /// The old object of a create-before-destroy replacement (Terraform's "deposed" object): kept
@@ -184,6 +190,10 @@ impl Stored {
             schema_version,
             create_attempt: text(KEY_CREATE_ATTEMPT)?.filter(|s| !s.is_empty()),
             deposed,
+            policies: data
+                .get(KEY_POLICIES)
+                .filter(|b| !b.0.is_empty())
+                .map(|b| b.0.clone()),
         })
     }
 
@@ -215,6 +225,10 @@ impl Stored {
         data.insert(
             KEY_DEPOSED_SCHEMA_VERSION.to_owned(),
             ByteString(deposed_version.into_bytes()),
+        );
+        data.insert(
+            KEY_POLICIES.to_owned(),
+            ByteString(self.policies.clone().unwrap_or_default()),
         );
         Secret {
             metadata: ObjectMeta {
@@ -260,6 +274,7 @@ mod tests {
                 schema_version: 3,
                 create_attempt: Some("2026-11-22T10:00:00Z".into()),
                 deposed: None,
+                policies: Some(br#"{"deletionPolicy":"Orphan"}"#.to_vec()),
             },
             Stored {
                 state: None,
@@ -271,6 +286,7 @@ mod tests {
                     private: vec![7],
                     schema_version: 0,
                 }),
+                policies: None,
             },
         ] {
             let secret = stored.to_secret("object-a-tfstate", "ns", owner());

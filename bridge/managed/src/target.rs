@@ -264,14 +264,21 @@ impl Saved {
             private: private.to_vec(),
             schema_version: t.version,
             create_attempt: attempt,
-            // The run's: `save_state` keeps it.
+            // The run's: `save_state` keeps them.
             deposed: None,
+            policies: None,
         };
         run.save_state(&stored).await?;
         self.state = state.clone();
         self.private = private.to_vec();
         self.upgraded = false;
         Ok(())
+    }
+
+    /// The next [`Self::write_if_changed`] writes even if the state is unchanged (something
+    /// else the state Secret records changed: the policy fields in force).
+    pub(super) fn must_write(&mut self) {
+        self.upgraded = true;
     }
 
     pub(super) async fn write_if_changed(

@@ -32,6 +32,7 @@ mod data;
 mod identity;
 mod pass;
 mod plans;
+mod policies;
 mod replace;
 mod sealed;
 mod seeded;

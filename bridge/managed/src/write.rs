@@ -46,6 +46,9 @@ pub struct Run<'a> {
     /// The deposed object the state Secret holds (read by `load_state`, changed by
     /// `set_deposed`): every state write keeps it.
     deposed: std::sync::Mutex<Option<Deposed>>,
+    /// The policy fields in force, as the state Secret recorded them (read by `load_state`,
+    /// changed by `set_policies`): every state write keeps them.
+    policies: std::sync::Mutex<Option<Vec<u8>>>,
 }
 
 impl<'a> Run<'a> {
@@ -73,6 +76,7 @@ impl<'a> Run<'a> {
             state_uid: Default::default(),
             legacy_uid: Default::default(),
             deposed: Default::default(),
+            policies: Default::default(),
         }
     }
 
@@ -189,6 +193,25 @@ impl<'a> Run<'a> {
             .clone()
     }
 
+    /// The policy fields in force, as the state recorded them (JSON).
+    pub fn policies(&self) -> Option<Vec<u8>> {
+        self.policies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the policy fields in force (JSON); the next state write stores them.
+    pub fn set_policies(&self, policies: Option<Vec<u8>>) {
+        *self.policies.lock().unwrap_or_else(|e| e.into_inner()) = policies;
+    }
+
+    /// What a loaded state carries that every write keeps: the deposed object, the policies.
+    fn remember(&self, stored: &Stored) {
+        self.set_deposed(stored.deposed.clone());
+        self.set_policies(stored.policies.clone());
+    }
+
     /// Records (or, `None`, forgets) the deposed object; the next state write stores it.
     pub fn set_deposed(&self, deposed: Option<Deposed>) {
         *self.deposed.lock().unwrap_or_else(|e| e.into_inner()) = deposed;
@@ -230,7 +253,7 @@ impl<'a> Run<'a> {
                 self.verify_seal(&secret)?;
                 self.set_state_seen(Some(&secret.metadata));
                 let stored = Stored::from_secret(&secret)?;
-                self.set_deposed(stored.deposed.clone());
+                self.remember(&stored);
                 Ok(Some(stored))
             }
             Claim::Predecessor => {
@@ -251,7 +274,7 @@ impl<'a> Run<'a> {
         self.seeding_authorized(secret).await?;
         self.set_state_seen(Some(&secret.metadata));
         let stored = Stored::from_secret(secret)?;
-        self.set_deposed(stored.deposed.clone());
+        self.remember(&stored);
         self.save_state(&stored).await?;
         Ok(stored)
     }
@@ -296,7 +319,7 @@ impl<'a> Run<'a> {
         self.verify_seal(&secret)?;
         *self.legacy_uid.lock().unwrap_or_else(|e| e.into_inner()) = secret.metadata.uid.clone();
         let stored = Stored::from_secret(&secret)?;
-        self.set_deposed(stored.deposed.clone());
+        self.remember(&stored);
         // Moved now, not on the next change: a settled object would read two names each pass.
         self.save_state(&stored).await?;
         Ok(Some(stored))
@@ -329,6 +352,7 @@ impl<'a> Run<'a> {
         let epoch = self.k.ctx.fence.check()?;
         let stored = Stored {
             deposed: self.deposed(),
+            policies: self.policies(),
             ..stored.clone()
         };
         let owner = self.owner()?;

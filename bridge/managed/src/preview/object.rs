@@ -82,6 +82,8 @@ async fn plan_one(
     };
     let (prior, recreate) = (observed.state, observed.recreate);
     let (inputs, live, seeded) = (pass.inputs, pass.live, pass.seeded);
+    let policies_changed = crate::spec::Policies::parse(pass.policies.as_deref())
+        .is_some_and(|r| r != spec.policies());
     let schema = p.resource(t.type_name)?;
     let sensitive = |a: &str| {
         inputs.sensitive.contains(a) || schema.block.attributes.get(a).is_some_and(|x| x.sensitive)
@@ -91,7 +93,7 @@ async fn plan_one(
         &spec,
         spec.plan_policy(&p, floor),
         live.as_ref(),
-        (&plan, recreate),
+        (&plan, recreate, policies_changed),
     );
     if seeded {
         notes.retain(|n| !n.starts_with("adopts the existing object"));
@@ -153,7 +155,7 @@ fn notes(
     spec: &ManagedSpec,
     policy: PlanPolicy,
     live: Option<&DynamicObject>,
-    (plan, recreate): (&Plan, bool),
+    (plan, recreate, policies_changed): (&Plan, bool, bool),
 ) -> Vec<String> {
     let mut notes = Vec::new();
     if live
@@ -190,7 +192,7 @@ fn notes(
         ),
         _ => {}
     }
-    if decide::gate(policy, act, false) == Gate::Hold {
+    if decide::gate(policy, (act, policies_changed), false) == Gate::Hold {
         notes.push(format!(
             "planPolicy {policy:?}: the change waits for approval (status.plan)"
         ));

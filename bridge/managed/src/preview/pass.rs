@@ -44,6 +44,8 @@ pub(super) struct DryRun<'a> {
     pub(super) inputs: Inputs,
     /// The state is one seeded from Terraform's, for an object not applied yet.
     pub(super) seeded: bool,
+    /// The policy fields in force, as the state recorded them.
+    pub(super) policies: Option<Vec<u8>>,
 }
 
 impl<'a> DryRun<'a> {
@@ -65,6 +67,7 @@ impl<'a> DryRun<'a> {
             live,
             inputs: Inputs::default(),
             seeded: false,
+            policies: None,
         }
     }
 
@@ -102,6 +105,7 @@ impl Pass for DryRun<'_> {
             None => seeded_state(self.shared, self.kind, (self.ns, self.name)).await?,
         };
         self.seeded = self.live.is_none() && stored.is_some();
+        self.policies = stored.as_ref().and_then(|s| s.policies.clone());
         Ok(stored)
     }
 

@@ -394,8 +394,8 @@ fn plan_schema() -> Json {
                        "description": "What waits: a change of the spec (PlanPending), putting back a change made outside Kraken (DriftPending), or destroying the external object of a deleted resource (DeletePending)."},
             "changes": {
                 "type": "array",
-                "maxItems": 16,
-                "description": "What changes, per top-level attribute (at most 16; see omitted).",
+                "maxItems": 256,
+                "description": "What changes, per top-level attribute and policy field, values whole up to 64 KiB (at most 256 changes and 512 KiB of values; see omitted).",
                 "items": {"type": "object", "required": ["path"], "properties": {
                     "path": text("The field, in Kubernetes names."),
                     "before": text("The value now, as JSON; (sensitive) when redacted."),

@@ -3,8 +3,11 @@
 //! Kubernetes field names. Written only while a change is held by `spec.planPolicy`, so under
 //! `Auto` nothing here costs a write.
 //!
-//! Size: at most [`MAX_CHANGES`] changes are listed (the rest counted in `omitted`), each value
-//! cut to [`MAX_VALUE`] bytes, so `status.plan` stays a few kilobytes whatever the resource.
+//! Size: what the approver reads is what is applied, so values are shown whole up to
+//! [`MAX_VALUE`] bytes (a longer one is cut, and says so), and changes are listed until
+//! [`MAX_CHANGES`] of them or [`MAX_PLAN_BYTES`] of values (the rest counted in `omitted`,
+//! which `kubectl kraken show-plan` reports): a plan is written only while it is held, and the
+//! bound keeps the object within what the API server stores.
 //! Sensitive values (sensitive or write-only in the schema, or set from a sensitive
 //! `valuesFrom` source) are shown as `(sensitive)` and never stored.
 
@@ -18,9 +21,11 @@ use kraken_value::kube::to_kube_json;
 use kraken_value::{AttrPath, PathStep, Value};
 
 /// The most changes `status.plan.changes` lists.
-pub const MAX_CHANGES: usize = 16;
+pub const MAX_CHANGES: usize = 256;
 /// The most bytes of one value shown in a change.
-pub const MAX_VALUE: usize = 120;
+pub const MAX_VALUE: usize = 64 * 1024;
+/// The most bytes of values `status.plan.changes` lists in all.
+pub const MAX_PLAN_BYTES: usize = 512 * 1024;
 /// How a redacted value is shown.
 pub const SENSITIVE: &str = "(sensitive)";
 /// How a value the provider knows only after apply is shown.
@@ -144,15 +149,35 @@ impl<F: Fn(&str) -> bool> Redact for F {
 
 /// `status.plan`: id, action, changes (bounded) and the basis.
 pub fn view(plan: &Plan, id: &str, basis: &Basis, fields: &FieldMap, redact: &dyn Redact) -> Json {
-    let mut changes = changes(plan, fields, redact);
-    let omitted = changes.len().saturating_sub(MAX_CHANGES);
-    changes.truncate(MAX_CHANGES);
+    let changes = bounded(changes(plan, fields, redact));
+    let (changes, omitted) = (changes.0, changes.1);
     let mut out = json!({"id": id, "action": plan.action.to_string(),
                          "changes": changes, "basis": basis.to_json()});
     if omitted > 0 {
         out["omitted"] = json!(omitted);
     }
     out
+}
+
+/// The changes that fit [`MAX_CHANGES`] and [`MAX_PLAN_BYTES`], in order, and how many do not.
+fn bounded(all: Vec<Json>) -> (Vec<Json>, usize) {
+    let total = all.len();
+    let mut bytes = 0;
+    let mut listed = Vec::new();
+    for change in all {
+        let size = ["before", "after"]
+            .iter()
+            .filter_map(|k| change[*k].as_str())
+            .map(str::len)
+            .sum::<usize>();
+        if listed.len() == MAX_CHANGES || bytes + size > MAX_PLAN_BYTES {
+            break;
+        }
+        bytes += size;
+        listed.push(change);
+    }
+    let omitted = total - listed.len();
+    (listed, omitted)
 }
 
 /// The attribute-level changes of `plan`, one per top-level attribute whose value changes,
@@ -282,19 +307,36 @@ mod tests {
     }
 
     #[test]
-    fn a_create_lists_what_it_sets_and_the_list_is_bounded() {
-        let planned =
-            Value::object((0..40).map(|i| (format!("x{i:02}"), Value::string("v".repeat(500)))));
-        let p = plan(Action::Create, Value::Null, planned);
+    fn a_create_lists_what_it_sets_whole_and_the_list_is_bounded() {
         let key = PlanKey::from_bytes([7; 32]);
-        let basis = Basis::of(&key, &p, 1, "fake 0.0.0", "pc");
-        let v = view(&p, &basis.id(&key, TYPE), &basis, &fields(), &|_: &str| {
-            false
-        });
+        let view_of = |n: usize, size: usize| -> Json {
+            let planned = Value::object(
+                (0..n).map(|i| (format!("x{i:03}"), Value::string("v".repeat(size)))),
+            );
+            let p = plan(Action::Create, Value::Null, planned);
+            let basis = Basis::of(&key, &p, 1, "fake 0.0.0", "pc");
+            view(&p, &basis.id(&key, TYPE), &basis, &fields(), &|_: &str| {
+                false
+            })
+        };
+        // Values are shown whole; past MAX_CHANGES the rest is counted.
+        let v = view_of(300, 500);
         assert_eq!(v["changes"].as_array().map(Vec::len), Some(MAX_CHANGES));
-        assert_eq!(v["omitted"], 40 - MAX_CHANGES);
+        assert_eq!(v["omitted"], 300 - MAX_CHANGES);
         assert!(v["changes"][0].get("before").is_none());
-        assert!(v.to_string().len() < 4096, "{}", v.to_string().len());
+        // A long value is shown whole.
+        let long = Value::object([("description", Value::string("d".repeat(5000)))]);
+        let p = plan(Action::Create, Value::Null, long);
+        let basis = Basis::of(&key, &p, 1, "fake 0.0.0", "pc");
+        let v = view(&p, "id", &basis, &fields(), &|_: &str| false);
+        assert_eq!(v["changes"][0]["after"].as_str().map(str::len), Some(5002));
+        // Past MAX_PLAN_BYTES of values too, whole changes only.
+        let big: Vec<Json> = (0..40)
+            .map(|i| json!({"path": format!("p{i}"), "after": "v".repeat(30 * 1024)}))
+            .collect();
+        let (listed, omitted) = bounded(big);
+        assert_eq!(listed.len(), MAX_PLAN_BYTES / (30 * 1024));
+        assert_eq!(omitted, 40 - listed.len());
     }
 
     #[test]

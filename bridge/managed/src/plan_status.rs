@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 /// How the writer shows values it does not know or will not show, and how many changes it lists.
-pub use super::plan::{MAX_CHANGES, SENSITIVE, UNKNOWN};
+pub use super::plan::{MAX_CHANGES, MAX_PLAN_BYTES, SENSITIVE, UNKNOWN};
 
 /// The plan held for approval: `status.plan`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -99,7 +99,7 @@ pub(super) async fn run(global: &Global, args: ApproveArgs) -> anyhow::Result<()
             let Some(plan) = &plans.pending else {
                 anyhow::bail!("{}: nothing to approve", no_plan(&target, &status, &plans));
             };
-            print!("{}", text(&target, &status, &plans));
+            print!("{}", text(&target, &status, &plans, false));
             confirm(&target, plan, args.yes)?;
             plan.id.clone()
         }

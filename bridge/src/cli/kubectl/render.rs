@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-use crate::managed::plan_status::{MAX_CHANGES, PendingPlan, SENSITIVE, UNKNOWN};
+use crate::managed::plan_status::{MAX_CHANGES, MAX_PLAN_BYTES, PendingPlan, SENSITIVE, UNKNOWN};
+
+/// The most characters of a value the text view shows without `--full`.
+const SHOWN: usize = 200;
 
 /// How many hex digits of a plan id a table shows (a git-style short id).
 pub(super) const SHORT_ID: usize = 8;
@@ -57,8 +60,9 @@ pub(super) fn short_id(id: &str) -> &str {
 
 /// The plan as a person reads it: its id and action, one line per change with a marker
 /// (`+` set, `~` changed, `-/+` forces a replacement), the values before → after, and what is
-/// known only after apply; then a stale approval, if any.
-pub(super) fn plan_text(plan: &PendingPlan) -> String {
+/// known only after apply; then a stale approval, if any. Values over [`SHOWN`] characters are
+/// cut for the terminal, saying so, unless `full`.
+pub(super) fn plan_text(plan: &PendingPlan, full: bool) -> String {
     let mut out = format!("plan {} ({})\n", plan.id, plan.action);
     if plan.changes.is_empty() {
         out.push_str("  (no attribute-level changes listed)\n");
@@ -69,9 +73,17 @@ pub(super) fn plan_text(plan: &PendingPlan) -> String {
             (None, false) => "  +",
             (Some(_), false) => "  ~",
         };
+        let shown = |v: &str| {
+            if full || v.chars().count() <= SHOWN {
+                v.to_owned()
+            } else {
+                let head: String = v.chars().take(SHOWN).collect();
+                format!("{head}… ({} characters; --full shows it whole)", v.chars().count())
+            }
+        };
         let value = match &c.before {
-            Some(before) => format!("{before} → {}", c.after),
-            None => c.after.clone(),
+            Some(before) => format!("{} → {}", shown(before), shown(&c.after)),
+            None => shown(&c.after),
         };
         let _ = write!(out, "{marker} {}: {value}", c.path);
         if c.forces_replacement {
@@ -85,8 +97,11 @@ pub(super) fn plan_text(plan: &PendingPlan) -> String {
     if plan.omitted > 0 {
         let _ = writeln!(
             out,
-            "  … and {} more changes not listed (status.plan lists at most {})",
-            plan.omitted, MAX_CHANGES
+            "  … and {} more changes not listed (status.plan lists at most {} changes and {} KiB \
+             of values): this plan cannot be shown whole, do not approve it unseen",
+            plan.omitted,
+            MAX_CHANGES,
+            MAX_PLAN_BYTES / 1024
         );
     }
     if let Some(stale) = &plan.stale_approval {
@@ -189,14 +204,15 @@ mod tests {
             }),
         };
         assert_eq!(
-            plan_text(&plan),
+            plan_text(&plan, true),
             "plan 3f0c9a61d2b7e845 (Replace)\n  \
              ~ spec.forProvider.size: 1 → 3\n\
              -/+ spec.forProvider.zone: \"a\" → \"b\"   # forces replacement\n  \
              ~ status.atProvider.id: \"x\" → (known after apply)\n  \
              + status.atProvider.tags: {\"a\":1}   # partly known after apply\n  \
              + status.atProvider.token: (sensitive)\n  \
-             … and 2 more changes not listed (status.plan lists at most 16)\n\
+             … and 2 more changes not listed (status.plan lists at most 256 changes and 512 KiB \
+             of values): this plan cannot be shown whole, do not approve it unseen\n\
              stale approval: plan 9a1e is stale: the spec changed (generation 4 → 5)\n"
         );
     }

@@ -15,7 +15,9 @@ Under spec.planPolicy Manual (or ManualForDestructive), the operator plans a cha
 until someone approves the plan's id. This prints that plan: its id and action (Create, Update,
 Replace), each attribute that changes with its value before → after (`+` set, `~` changed,
 `-/+` forces a replacement; `(known after apply)` and `(sensitive)` as the operator shows them),
-an approval that went stale and why, and the Synced condition.
+an approval that went stale and why, and the Synced condition. Values are shown whole in
+status.plan (up to 64 KiB each; at most 256 changes and 512 KiB of values, the rest counted);
+the text view cuts those over 200 characters, saying so, unless --full.
 
 With no plan pending it says so on stderr and exits non-zero (the object's Synced condition and
 the last plan applied say what happened instead).
@@ -33,6 +35,9 @@ pub struct ShowPlanArgs {
     /// Output format: text for people, json for machines (status.plan as it is).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Show every value whole (the text view cuts values over 200 characters for the terminal).
+    #[arg(long)]
+    pub full: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,7 +58,7 @@ pub(super) async fn run(global: &Global, args: ShowPlanArgs) -> anyhow::Result<(
     match args.output {
         Output::Json => println!("{:#}", status.get("plan").unwrap_or(&Json::Null)),
         Output::Text => {
-            print!("{}", text(&target, &status, &plans));
+            print!("{}", text(&target, &status, &plans, args.full));
             if let Some(plan) = &plans.pending {
                 let args = target.command_args();
                 println!("approve it: kubectl kraken approve {args} --id {}", plan.id);
@@ -76,10 +81,10 @@ pub(super) fn plans_of(target: &Target, status: &Json) -> anyhow::Result<PlanSta
 }
 
 /// The object, its plan and its Synced condition, for a person.
-pub(super) fn text(target: &Target, status: &Json, plans: &PlanStatus) -> String {
+pub(super) fn text(target: &Target, status: &Json, plans: &PlanStatus, full: bool) -> String {
     let mut out = format!("{}\n", target.describe());
     if let Some(plan) = &plans.pending {
-        out.push_str(&render::plan_text(plan));
+        out.push_str(&render::plan_text(plan, full));
     }
     if let Some(synced) = condition(status, SYNCED) {
         out.push_str(&format!("Synced: {synced}\n"));

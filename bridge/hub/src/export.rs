@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -305,8 +305,11 @@ async fn write_target(
     Ok(ready(ce, n))
 }
 
-/// Applies `desired` (the target, counted as a write to `resource`) unless one exists that
-/// `ce` does not own (`false`) or that is the `same` already.
+/// Writes `desired` (the target, counted as a write to `resource`) unless one exists that
+/// `ce` does not own (`false`) or that is the `same` already. The write is conditional on what
+/// was read: a target that did not exist is created (a Secret or ConfigMap someone made under
+/// the name meanwhile is not written over: 409, retried), and one that did is applied at the
+/// resourceVersion read (one changed meanwhile, perhaps by a new owner, is not either).
 async fn apply_target<K>(
     ex: &Exporter,
     ce: &ConfigExport,
@@ -324,19 +327,24 @@ where
 {
     let name = &ce.spec.target.name;
     let api: Api<K> = Api::namespaced(ex.client.clone(), ns);
-    if let Some(existing) = api.get_opt(name).await? {
-        if !owned_by(ce, existing.meta()) {
-            return Ok(false);
-        }
-        if same(&existing) {
-            return Ok(true);
-        }
+    let Some(existing) = api.get_opt(name).await? else {
+        ex.metrics.api_write(resource, "create");
+        api.create(&PostParams::default(), desired).await?;
+        return Ok(true);
+    };
+    if !owned_by(ce, existing.meta()) {
+        return Ok(false);
     }
+    if same(&existing) {
+        return Ok(true);
+    }
+    let mut desired = desired.clone();
+    desired.meta_mut().resource_version = existing.meta().resource_version.clone();
     ex.metrics.api_write(resource, "apply");
     api.patch(
         name,
         &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(serde_json::to_value(desired).map_err(kube::Error::SerdeError)?),
+        &Patch::Apply(serde_json::to_value(&desired).map_err(kube::Error::SerdeError)?),
     )
     .await?;
     Ok(true)
@@ -385,9 +393,11 @@ where
     let api: Api<K> = Api::namespaced(ex.client.clone(), ns);
     if let Some(o) = api.get_opt(name).await?
         && owned_by(ce, o.meta())
+        && let Some(uid) = o.meta().uid.as_deref()
     {
+        // By uid: a target someone made under the name since this read is not deleted.
         ex.metrics.api_write(resource, "delete");
-        api.delete(name, &DeleteParams::default()).await?;
+        kraken_kit::ownership::delete_by_uid(&api, name, uid).await?;
     }
     Ok(())
 }

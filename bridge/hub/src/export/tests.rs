@@ -6,6 +6,7 @@ use crate::Index;
 use crate::controller::Hub;
 use kraken_kit::fake_api::FakeApi;
 use kraken_kit::metrics::Metrics;
+use kube::api::DeleteParams;
 use serde_json::json;
 
 const NS: &str = "team";
@@ -108,7 +109,7 @@ async fn writes_and_updates_its_config_map_and_writes_nothing_when_unchanged() -
     assert_eq!(out["metadata"]["labels"][EXPORT_LABEL], "e");
     let ce = stored(&env, "e").expect("exists");
     assert_eq!(ce.finalizers(), &[FINALIZER.to_owned()]);
-    assert_eq!(env.fake.writes("/configmaps/out"), 1);
+    assert_eq!(env.fake.writes("/configmaps"), 1, "one create");
 
     let before = env.fake.requests().len();
     export_pass(&env, "e").await?;
@@ -130,7 +131,11 @@ async fn writes_and_updates_its_config_map_and_writes_nothing_when_unchanged() -
     round(&env, "e").await?;
     let out = env.fake.get("configmaps", NS, "out").expect("the target");
     assert_eq!(out["data"]["id"], "i-2");
-    assert_eq!(env.fake.writes("/configmaps/out"), 2);
+    assert_eq!(
+        env.fake.writes("/configmaps/out"),
+        1,
+        "one apply after the create"
+    );
     Ok(())
 }
 
@@ -174,6 +179,26 @@ async fn refuses_a_target_it_does_not_own() -> anyhow::Result<()> {
     let out = env.fake.get("configmaps", NS, "out").expect("untouched");
     assert_eq!(out["data"], json!({"mine": "yes"}));
     assert_eq!(env.fake.writes("/configmaps/out"), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_target_made_by_someone_between_the_read_and_the_write_is_not_written_over()
+-> anyhow::Result<()> {
+    let env = env();
+    config_export(&env, "e", "ConfigMap", id_and_url());
+    // The create answers that a ConfigMap of the name exists now (made since the read).
+    env.fake.fail_next("POST", "/configmaps", 409);
+    round(&env, "e").await?;
+    assert!(env.fake.get("configmaps", NS, "out").is_none());
+    assert_eq!(env.fake.writes("/configmaps"), 1, "only the refused create");
+    assert!(
+        !env.fake
+            .requests()
+            .iter()
+            .any(|r| r.method == "PATCH" && r.path.contains("/configmaps/out")),
+        "no apply over it"
+    );
     Ok(())
 }
 

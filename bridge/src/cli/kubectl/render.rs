@@ -78,7 +78,10 @@ pub(super) fn plan_text(plan: &PendingPlan, full: bool) -> String {
                 v.to_owned()
             } else {
                 let head: String = v.chars().take(SHOWN).collect();
-                format!("{head}… ({} characters; --full shows it whole)", v.chars().count())
+                format!(
+                    "{head}… ({} characters; --full shows it whole)",
+                    v.chars().count()
+                )
             }
         };
         let value = match &c.before {

@@ -57,3 +57,13 @@ pid_alive() {
 	[[ -r /proc/$pid/cmdline ]] || return 1
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$needle"
 }
+
+# pid_gone PIDFILE NEEDLE: whether the process is gone, seen so twice 0.2 s apart. While a
+# server is starting, its wrapper shell execs it, and /proc/PID/cmdline reads empty during the
+# exec: one look can take a starting server for a dead one (seen under load, as "etcd failed to
+# start" with an empty log).
+pid_gone() {
+	pid_alive "$1" "$2" && return 1
+	sleep 0.2
+	! pid_alive "$1" "$2"
+}

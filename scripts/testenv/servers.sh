@@ -181,7 +181,7 @@ start_servers() {
 		--unsafe-no-fsync || return 1
 	for ((i = 0; i < 300; i++)); do
 		port_open "$etcd_port" && break
-		if ! pid_alive "$run/etcd.pid" "$run/"; then
+		if pid_gone "$run/etcd.pid" "$run/"; then
 			grep -q 'address already in use' "$run/etcd.log" && return 2
 			show_failure "$run" etcd
 			return 1
@@ -220,12 +220,12 @@ wait_apiserver_ready() {
 	local run=$1 i
 	for ((i = 0; i < 1200; i++)); do
 		readyz "$run" && return 0
-		if ! pid_alive "$run/kube-apiserver.pid" "$run/"; then
+		if pid_gone "$run/kube-apiserver.pid" "$run/"; then
 			grep -q 'address already in use' "$run/kube-apiserver.log" && return 2
 			show_failure "$run" kube-apiserver
 			return 1
 		fi
-		if ! pid_alive "$run/etcd.pid" "$run/"; then
+		if pid_gone "$run/etcd.pid" "$run/"; then
 			show_failure "$run" etcd
 			return 1
 		fi

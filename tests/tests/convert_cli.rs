@@ -478,3 +478,68 @@ fn hostile_configurations_are_refused_where_they_are_written() -> anyhow::Result
     ensure!(!out.exists(), "something was written");
     Ok(())
 }
+
+/// A provider binary is run only as `terraform init` would run it: recorded in the
+/// configuration's `.terraform.lock.hcl` (or a plugin directory's), with its hash. An
+/// executable planted under `.terraform/providers` at a version nothing records is refused,
+/// and never runs; one in place of a recorded version is refused by its hash.
+#[test]
+fn a_provider_binary_nothing_recorded_is_never_run() -> anyhow::Result<()> {
+    let work = scratch_dir("kraken-convert-planted-")?;
+    let tf = work.path().join("tf");
+    let marker = work.path().join("it-ran");
+    let planted = |version: &str| -> anyhow::Result<()> {
+        let pkg = tf
+            .join(".terraform/providers")
+            .join(kraken_tests::FIXTURE_ADDRESS)
+            .join(version)
+            .join("linux_amd64");
+        std::fs::create_dir_all(&pkg)?;
+        let bin = pkg.join(format!("terraform-provider-fixture_v{version}"));
+        std::fs::write(&bin, format!("#!/bin/sh\ntouch {}\n", marker.display()))?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+        Ok(())
+    };
+    let config = |version: &str| {
+        format!(
+            "terraform {{\n  required_providers {{\n    fixture = {{\n      source  = \"{}\"\n      \
+             version = \"{version}\"\n    }}\n  }}\n}}\nresource \"fixture_object\" \"a\" {{\n  \
+             name = \"a\"\n}}\n",
+            kraken_tests::FIXTURE_ADDRESS
+        )
+    };
+    std::fs::create_dir_all(&tf)?;
+    let out = work.path().join("out").to_string_lossy().into_owned();
+
+    // 9.9.9: only the planted binary has it, and no lock file records it.
+    planted("9.9.9")?;
+    std::fs::write(tf.join("main.tf"), config("9.9.9"))?;
+    let (code, _, stderr) = convert(&tf, &["--out", &out])?;
+    ensure!(
+        code == Some(1),
+        "the planted 9.9.9: exit {code:?}\n{stderr}"
+    );
+    ensure!(
+        stderr.contains("only recorded packages are launched") && stderr.contains("9.9.9"),
+        "{stderr}"
+    );
+
+    // 1.0.0 planted in place of the build the lock file records (the test peers' mirror's):
+    // refused by its hash.
+    planted("1.0.0")?;
+    let env = TestEnv::load()?;
+    let mirror_lock = env
+        .path("KRAKEN_TEST_PLUGIN_DIR")?
+        .join(".terraform.lock.hcl");
+    std::fs::copy(&mirror_lock, tf.join(".terraform.lock.hcl"))?;
+    std::fs::write(tf.join("main.tf"), config("1.0.0"))?;
+    let (code, _, stderr) = convert(&tf, &["--out", &out])?;
+    ensure!(
+        code == Some(1),
+        "the planted 1.0.0: exit {code:?}\n{stderr}"
+    );
+    ensure!(stderr.contains("will not be launched"), "{stderr}");
+    ensure!(!marker.exists(), "a planted binary ran");
+    Ok(())
+}

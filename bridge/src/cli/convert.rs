@@ -11,6 +11,7 @@ use crate::convert::emit::{EmitOptions, Emitted, Target, emit, local_provider, s
 use crate::convert::guard::Guard;
 use crate::convert::load::{Block, load_in};
 use crate::convert::module::{Evaluated, Given, Inputs, Problem, evaluate};
+use crate::provider::pins::{LOCK_FILE, PackageCheck, Pins};
 use crate::provider::resolve::Resolver;
 use crate::value::fields::FieldMap;
 
@@ -331,15 +332,32 @@ fn resolve_providers(
     let mut dirs = vec![args.dir.join(".terraform").join("providers")];
     dirs.extend(args.plugin_dirs.iter().cloned());
     let resolver = Resolver::new(dirs);
+    // As `terraform init` does: a provider runs only if the configuration's lock file (or a
+    // plugin directory's) records its version, and only while its package has a hash recorded
+    // there. A binary planted under .terraform/providers is never run.
+    let lock = args.dir.join(LOCK_FILE);
+    let pins = Pins::from_lock_file(&lock).map_err(anyhow::Error::msg)?;
+    let check = PackageCheck::default();
     let mut out = Vec::new();
     for local in used {
         let (source, version) = required
             .get(&local)
             .cloned()
             .unwrap_or_else(|| (format!("hashicorp/{local}"), None));
-        let resolved = resolver.resolve(&source, version.as_deref()).with_context(|| {
-            format!("provider {local:?} ({source}): run terraform init in the module, or give --plugin-dir")
-        })?;
+        let hint = || {
+            format!(
+                "provider {local:?} ({source}): run terraform init in the module (it records the \
+                 providers' hashes in {LOCK_FILE}), or give --plugin-dir a mirror with a lock file"
+            )
+        };
+        let pinned = resolver
+            .resolve_pinned(&source, version.as_deref(), &pins)
+            .with_context(hint)?;
+        check
+            .check(&pinned.resolved.binary, &pinned.pins)
+            .map_err(anyhow::Error::msg)
+            .with_context(hint)?;
+        let resolved = pinned.resolved;
         out.push(ProviderUse {
             local,
             source: resolved.address,

@@ -29,6 +29,11 @@ enum Mode {
     Template,
 }
 
+/// The most operator characters in a row (`a - - -b`, whitespace aside): past this a term's
+/// unary operators nest as deep as brackets do, with the same exponential parse (the third
+/// fuzzing finding, in a JSON template). Real configurations write two (`a - -1`, `!(...)`).
+pub const MAX_OPERATOR_RUN: usize = 5;
+
 /// What one byte (or a few) of text does: opens a construct, closes the innermost one, or
 /// neither; and how many bytes it takes.
 struct Step {
@@ -50,10 +55,24 @@ pub fn too_deep(text: &str, template: bool) -> Option<usize> {
     let mut stack: Vec<(Mode, bool)> = vec![(first, false)];
     let mut operands = 0usize;
     let (mut i, mut line, mut after_op) = (0usize, 1usize, false);
+    let mut run = 0usize;
     while i < bytes.len() {
         let (mode, _) = stack.last().cloned()?;
         let step = match &mode {
-            Mode::Code(end) => code(&bytes[i..], *end, &mut after_op),
+            Mode::Code(end) => {
+                let was = after_op;
+                let step = code(&bytes[i..], *end, &mut after_op);
+                // An operator right after one lengthens the run; anything else ends it.
+                if after_op && step.open.is_none() && !bytes[i].is_ascii_whitespace() {
+                    run = if was { run + 1 } else { 1 };
+                    if run > MAX_OPERATOR_RUN {
+                        return Some(line);
+                    }
+                } else if !after_op {
+                    run = 0;
+                }
+                step
+            }
             other => text_step(other, bytes, i),
         };
         line += bytes[i..(i + step.len.max(1)).min(bytes.len())]
@@ -215,6 +234,9 @@ mod tests {
                 Some(1),
             ),
             ("${a + (b)} and %{ if x }y%{ endif }", true, None),
+            ("x = a - -1 + !!b\n", false, None),
+            ("x = 22----source-22/2------2\n", false, Some(1)),
+            ("${ce-22/222%{ if 2:22-------------222 }", true, Some(1)),
         ];
         for (text, template, want) in cases {
             assert_eq!(too_deep(text, *template), *want, "{text:?}");

@@ -124,7 +124,14 @@ fn code(rest: &[u8], end: Option<u8>, after_op: &mut bool) -> Step {
         step.len = 2;
         *after_op = false;
     } else if b"+-*/%<>&|!".contains(&c) || rest.starts_with(b"==") {
-        step.len = if rest.starts_with(b"==") { 2 } else { 1 };
+        // Two-character operators (`!=`, `<=`, `>=`, `==`, `&&`, `||`) as one: their `=`
+        // is not an assignment (the fourth finding was `a/b != {`).
+        let two = [b"!=", b"<=", b">=", b"==", b"&&", b"||"];
+        step.len = if two.iter().any(|t| rest.starts_with(*t)) {
+            2
+        } else {
+            1
+        };
         *after_op = true;
     } else if !c.is_ascii_whitespace() {
         *after_op = false;
@@ -235,6 +242,12 @@ mod tests {
             ),
             ("${a + (b)} and %{ if x }y%{ endif }", true, None),
             ("x = a - -1 + !!b\n", false, None),
+            (
+                "x = { s/r != { s/r != { s/r != { s/r != { s/r != { s/r != {",
+                false,
+                Some(1),
+            ),
+            ("x = a <= 1 && b >= 2 || c != d\n", false, None),
             ("x = 22----source-22/2------2\n", false, Some(1)),
             ("${ce-22/222%{ if 2:22-------------222 }", true, Some(1)),
         ];

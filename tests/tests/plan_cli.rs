@@ -404,8 +404,19 @@ fn plans_the_repository_examples() -> anyhow::Result<()> {
     run.has(
         "Plan: 4 to create, 0 to update, 0 to replace, 0 unchanged; 8 not planned (applied as-is).",
     )?;
+    refuses_a_changed_package(&cp, &examples, users.path())
+}
+
+/// The package `kraken plan` fetched into `users` (its plugin cache), changed by someone: the
+/// next plan refuses it.
+fn refuses_a_changed_package(
+    cp: &ControlPlane,
+    examples: &Path,
+    users: &Path,
+) -> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let users_arg = users.display().to_string();
     let fetched = users
-        .path()
         .join("registry.terraform.io/hashicorp/random")
         .join(env.provider("random")?.version)
         .join("linux_amd64");
@@ -420,7 +431,7 @@ fn plans_the_repository_examples() -> anyhow::Result<()> {
     std::fs::write(&binary, b"#!/bin/sh\nexit 1\n")?;
     let run = plan_bare(
         cp.kubeconfig(),
-        &[&examples],
+        &[examples],
         &["--plugin-cache", &users_arg],
     )?
     .expect(1, "a changed package")?;

@@ -137,11 +137,14 @@ fn release(bed: &FixtureBed) -> anyhow::Result<()> {
         .map(|e| format!("{} {}", e.op, e.name))
         .collect();
     ensure!(ops == ["create vault"], "destroyed or changed: {ops:?}");
+    rewrite_refused(bed, &as_tenant)
+}
 
-    // The tenant rewrites the plan the approver will read: refused.
+/// The tenant rewrites the plan the approver will read: refused.
+fn rewrite_refused(bed: &FixtureBed, as_tenant: &str) -> anyhow::Result<()> {
     kraken_tests::wait_for(CONVERGE, "a status write refused to the tenant", || {
         let out = bed.cp.kubectl_output(&[
-            &as_tenant,
+            as_tenant,
             "patch",
             OBJECTS,
             "vault",

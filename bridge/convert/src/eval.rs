@@ -91,7 +91,10 @@ pub fn eval(expr: &Expression, scope: &Scope) -> Result<Val> {
     scope.guard.spend(1).map_err(EvalError)?;
     match eval_unguarded(expr, scope) {
         Ok(v) => {
-            scope.guard.charge(&v).map_err(EvalError)?;
+            scope
+                .guard
+                .charge(super::value::weight(&v))
+                .map_err(EvalError)?;
             Ok(v)
         }
         Err(e) => {
@@ -416,7 +419,7 @@ fn for_expr(f: &ForExpr, scope: &Scope) -> Result<Val> {
             }
         }
         let value = eval(&f.value_expr, &inner)?;
-        weight = weight.saturating_add(super::guard::weight(&value).0);
+        weight = weight.saturating_add(super::value::weight(&value).0);
         if weight > super::guard::MAX_VALUE_WEIGHT {
             return err(format!(
                 "a for expression's result of over {} MiB",

@@ -15,10 +15,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value as Json;
-
-use super::load::Block;
-use super::value::{Part, Val};
+use super::ast::Block;
 
 /// The largest configuration file (`*.tf`, `*.tf.json`, a module's `.tfvars`) or file a
 /// `file()` call reads: 4 MiB. Larger ones are refused before they are read or parsed; real
@@ -54,10 +51,6 @@ pub const MAX_VALUE_DEPTH: usize = 128;
 /// bound on memory, since everything kept was evaluated once; conversions of 10,000 objects
 /// spend a few Mi.
 pub const MAX_WORK: u64 = 512 << 20;
-
-/// The weight of one list member, object member or scalar, besides the bytes of its text: what
-/// it costs to hold, roughly.
-const NODE_WEIGHT: u64 = 32;
 
 /// A module's blocks as read, or why they could not be.
 pub type Loaded = Result<Arc<Vec<Block>>, String>;
@@ -203,8 +196,7 @@ impl Guard {
 
     /// Weighs a value one expression evaluated to against [`MAX_VALUE_WEIGHT`] and
     /// [`MAX_VALUE_DEPTH`], and spends its weight from [`MAX_WORK`].
-    pub fn charge(&self, v: &Val) -> Result<(), String> {
-        let (weight, depth) = weight(v);
+    pub fn charge(&self, (weight, depth): (u64, usize)) -> Result<(), String> {
         if depth > MAX_VALUE_DEPTH {
             return Err(format!("a value nested over {MAX_VALUE_DEPTH} levels deep"));
         }
@@ -249,57 +241,4 @@ fn lexically_under(path: &Path, root: &Path) -> bool {
         }
     }
     out.starts_with(root)
-}
-
-/// A value's weight (about the bytes it holds: [`NODE_WEIGHT`] per member plus its text) and
-/// depth, walked without recursion so that no value is too deep to weigh.
-pub fn weight(v: &Val) -> (u64, usize) {
-    enum Item<'a> {
-        V(&'a Val),
-        J(&'a Json),
-    }
-    let mut stack = vec![(Item::V(v), 1usize)];
-    let (mut weight, mut depth) = (0u64, 0usize);
-    while let Some((item, d)) = stack.pop() {
-        depth = depth.max(d);
-        weight = weight.saturating_add(NODE_WEIGHT);
-        match item {
-            Item::J(Json::String(s)) => weight = weight.saturating_add(s.len() as u64),
-            Item::J(Json::Array(a)) => stack.extend(a.iter().map(|j| (Item::J(j), d + 1))),
-            Item::J(Json::Object(m)) => {
-                for (k, j) in m {
-                    weight = weight.saturating_add(k.len() as u64 + NODE_WEIGHT);
-                    stack.push((Item::J(j), d + 1));
-                }
-            }
-            Item::J(_) => {}
-            Item::V(Val::Known(j)) => stack.push((Item::J(j), d)),
-            Item::V(Val::List(items)) => stack.extend(items.iter().map(|v| (Item::V(v), d + 1))),
-            Item::V(Val::Object(m)) => {
-                for (k, v) in m {
-                    weight = weight.saturating_add(k.len() as u64 + NODE_WEIGHT);
-                    stack.push((Item::V(v), d + 1));
-                }
-            }
-            Item::V(Val::Ref(r)) => stack.extend(r.path.iter().map(|j| (Item::J(j), d + 1))),
-            Item::V(Val::Template(parts)) => {
-                for p in parts {
-                    match p {
-                        Part::Text(s) => weight = weight.saturating_add(s.len() as u64),
-                        Part::Ref(r) => {
-                            stack.extend(r.path.iter().map(|j| (Item::J(j), d + 1)));
-                        }
-                    }
-                }
-            }
-            Item::V(Val::Opaque { expr, refs }) => {
-                weight = weight.saturating_add(expr.len() as u64);
-                for r in refs {
-                    weight = weight.saturating_add(NODE_WEIGHT);
-                    stack.extend(r.path.iter().map(|j| (Item::J(j), d + 1)));
-                }
-            }
-        }
-    }
-    (weight, depth)
 }

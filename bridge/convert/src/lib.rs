@@ -8,6 +8,7 @@
 //! joins a `terraform.tfstate` to them so they adopt what Terraform manages. [`guard`] is what
 //! one conversion may read and spend: the root it is confined to, and the bounds on its input.
 
+pub mod ast;
 pub mod emit;
 pub mod eval;
 pub mod exports;

@@ -295,3 +295,60 @@ pub fn describe_refs(v: &Val) -> String {
         refs.join(", ")
     }
 }
+
+/// The weight of one list member, object member or scalar, besides the bytes of its text: what
+/// it costs to hold, roughly.
+pub const NODE_WEIGHT: u64 = 32;
+
+/// A value's weight (about the bytes it holds: [`NODE_WEIGHT`] per member plus its text) and
+/// depth, walked without recursion so that no value is too deep to weigh.
+pub fn weight(v: &Val) -> (u64, usize) {
+    enum Item<'a> {
+        V(&'a Val),
+        J(&'a Json),
+    }
+    let mut stack = vec![(Item::V(v), 1usize)];
+    let (mut weight, mut depth) = (0u64, 0usize);
+    while let Some((item, d)) = stack.pop() {
+        depth = depth.max(d);
+        weight = weight.saturating_add(NODE_WEIGHT);
+        match item {
+            Item::J(Json::String(s)) => weight = weight.saturating_add(s.len() as u64),
+            Item::J(Json::Array(a)) => stack.extend(a.iter().map(|j| (Item::J(j), d + 1))),
+            Item::J(Json::Object(m)) => {
+                for (k, j) in m {
+                    weight = weight.saturating_add(k.len() as u64 + NODE_WEIGHT);
+                    stack.push((Item::J(j), d + 1));
+                }
+            }
+            Item::J(_) => {}
+            Item::V(Val::Known(j)) => stack.push((Item::J(j), d)),
+            Item::V(Val::List(items)) => stack.extend(items.iter().map(|v| (Item::V(v), d + 1))),
+            Item::V(Val::Object(m)) => {
+                for (k, v) in m {
+                    weight = weight.saturating_add(k.len() as u64 + NODE_WEIGHT);
+                    stack.push((Item::V(v), d + 1));
+                }
+            }
+            Item::V(Val::Ref(r)) => stack.extend(r.path.iter().map(|j| (Item::J(j), d + 1))),
+            Item::V(Val::Template(parts)) => {
+                for p in parts {
+                    match p {
+                        Part::Text(s) => weight = weight.saturating_add(s.len() as u64),
+                        Part::Ref(r) => {
+                            stack.extend(r.path.iter().map(|j| (Item::J(j), d + 1)));
+                        }
+                    }
+                }
+            }
+            Item::V(Val::Opaque { expr, refs }) => {
+                weight = weight.saturating_add(expr.len() as u64);
+                for r in refs {
+                    weight = weight.saturating_add(NODE_WEIGHT);
+                    stack.extend(r.path.iter().map(|j| (Item::J(j), d + 1)));
+                }
+            }
+        }
+    }
+    (weight, depth)
+}

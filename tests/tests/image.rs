@@ -159,6 +159,12 @@ fn the_operator_runs_from_the_image_and_reconciles() -> anyhow::Result<()> {
     )?;
     let plugins = TestEnv::load()?.path("KRAKEN_TEST_PLUGIN_DIR")?;
     copy_tree(&plugins.join("registry.kraken.dev"), &root.join("plugins"))?;
+    // The administrator's pins: a plugin directory's package runs only if its lock file
+    // records it (docs/security.md, "Only recorded packages are launched").
+    std::fs::copy(
+        plugins.join(".terraform.lock.hcl"),
+        root.join("plugins/.terraform.lock.hcl"),
+    )?;
     let ledger_dir = root.join("home/kraken/ledger");
     std::fs::create_dir_all(&ledger_dir)?;
     std::os::unix::fs::chown(&ledger_dir, Some(KRAKEN_UID), Some(KRAKEN_UID))?;

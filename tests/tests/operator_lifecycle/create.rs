@@ -173,6 +173,7 @@ fn expect_state_secret(bed: &FixtureBed, obj: &Value, id: &str) -> anyhow::Resul
                 "deposedState",
                 "deposedPrivate",
                 "deposedSchemaVersion",
+                "policies",
                 "seal",
             ]
             .contains(&k.as_str()),

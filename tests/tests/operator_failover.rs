@@ -57,8 +57,11 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
             Ok(is_leader(&bed.op).then_some(()))
         })?;
         ensure!(!is_leader(&b), "both replicas lead");
-        // Each apply takes a while, so creates and changes are in flight when a leader dies.
-        bed.apply_provider_config("default", json!({"applyDelayMs": 150}))?;
+        // Each apply takes a while, so creates and changes are in flight when a leader dies:
+        // 200 creates at 10 per provider process take 8 s, longer than `kubectl apply` of the
+        // 200 objects takes on a loaded machine (at 150 ms, CI once saw 197 of 200 done before
+        // the kill, and the new leader's first write waited behind 197 no-op reconciles).
+        bed.apply_provider_config("default", json!({"applyDelayMs": 400}))?;
         kill_the_leader_during_the_creates(&mut bed, &b)?;
         all_converged(&bed, 1)?;
         pause_the_leader_during_the_changes(&mut bed, &b)?;

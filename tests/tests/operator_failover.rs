@@ -59,8 +59,8 @@ fn a_killed_leader_hands_over_and_a_paused_one_is_fenced() -> anyhow::Result<()>
         ensure!(!is_leader(&b), "both replicas lead");
         // Each apply takes a while, so creates and changes are in flight when a leader dies:
         // 200 creates at 10 per provider process take 8 s, longer than `kubectl apply` of the
-        // 200 objects takes on a loaded machine (at 150 ms, CI once saw 197 of 200 done before
-        // the kill, and the new leader's first write waited behind 197 no-op reconciles).
+        // 200 objects takes on a loaded machine (CI once saw 197 of 200 done before the kill,
+        // and the new leader's first write waited behind 197 no-op reconciles).
         bed.apply_provider_config("default", json!({"applyDelayMs": 400}))?;
         kill_the_leader_during_the_creates(&mut bed, &b)?;
         all_converged(&bed, 1)?;
@@ -100,16 +100,32 @@ fn kill_the_leader_during_the_creates(bed: &mut FixtureBed, b: &Operator) -> any
             )
         })
         .collect();
-    bed.apply(&yaml_documents(&docs))?;
-    wait_for(Duration::from_secs(120), "a third of the creates", || {
-        Ok((ledger::live_objects(bed.ledger_dir()) >= N / 3).then_some(()))
+    let yaml = yaml_documents(&docs);
+    let ledger_dir = bed.ledger_dir().to_path_buf();
+    // `kubectl apply` of 200 objects takes about as long as their creates on a loaded machine,
+    // so the kill does not wait for it: it lands a third of the way through the creates while
+    // the apply may still be sending objects, which replica-b then creates.
+    let (cp, ns, op) = (&bed.cp, &bed.ns, &mut bed.op);
+    let (killed_at, killed, created) = std::thread::scope(|s| {
+        let apply = s.spawn(|| cp.apply_yaml(ns, &yaml));
+        let third = wait_for(Duration::from_secs(120), "a third of the creates", || {
+            Ok((ledger::live_objects(&ledger_dir) >= N / 3).then_some(()))
+        });
+        // From the moment the leader and its providers are gone: a write its provider
+        // finished while the kill was landing is not the new leader's.
+        let killed = third.and_then(|()| op.kill());
+        let at = (
+            now_nanos(),
+            Instant::now(),
+            ledger::live_objects(&ledger_dir),
+        );
+        let applied = apply
+            .join()
+            .map_err(|_| anyhow::anyhow!("the kubectl apply thread panicked"))?;
+        applied?;
+        killed?;
+        anyhow::Ok((at.0?, at.1, at.2))
     })?;
-    // From the moment the leader and its providers are gone: a write its provider
-    // finished while the kill was landing is not the new leader's.
-    bed.op.kill()?;
-    let killed_at = now_nanos()?;
-    let killed = Instant::now();
-    let created = ledger::live_objects(bed.ledger_dir());
     ensure!(
         created < N,
         "all {N} creates were done when the leader was killed: the kill missed them"

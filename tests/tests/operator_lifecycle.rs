@@ -81,8 +81,18 @@ fn ledger_ops(bed: &FixtureBed) -> anyhow::Result<Vec<String>> {
 }
 
 /// The ledger's event lines must be exactly `want` (`"<op> <id> <name>"`, oldest first).
+///
+/// The fixture writes an object's file before it appends the event, so a test that saw the
+/// object change may read the log a moment early: while what is there is a proper prefix of
+/// `want`, it is read again for up to two seconds. More lines than `want`, or other ones, fail
+/// at once.
 fn expect_ops(bed: &FixtureBed, want: &[String]) -> anyhow::Result<()> {
-    let ops = ledger_ops(bed)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut ops = ledger_ops(bed)?;
+    while ops.len() < want.len() && want.starts_with(&ops) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        ops = ledger_ops(bed)?;
+    }
     ensure!(
         ops == want,
         "ledger events.log:\n  have {ops:?}\n  want {want:?}"

@@ -101,8 +101,10 @@ start() {
   say "starting kraken operator (log: $log)"
   # The Providers of examples/ install from the local filesystem mirror the test peers live in;
   # the EC2 example's AwsConfig points at moto on loopback, which the operator must allow.
+  # One user on their own machine: providers run as the operator's children (inProcess); a
+  # shared cluster keeps the default, local (docs/operations.md, "Where providers run").
   RUST_LOG=${RUST_LOG:-info} setsid "$kraken" operator --kubeconfig "$kubeconfig" \
-    --no-leader-elect --metrics-addr 127.0.0.1:0 \
+    --no-leader-elect --metrics-addr 127.0.0.1:0 --runner-placement inProcess \
     --plugin-cache "$demo_dir/plugins" --provider-mirror "$KRAKEN_TEST_PLUGIN_DIR" \
     --aws-endpoint "http://127.0.0.1:*" \
     >"$log" 2>&1 </dev/null &

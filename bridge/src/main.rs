@@ -7,7 +7,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = kraken_bridge::cli::Cli::from_env();
+    let mut cli = kraken_bridge::cli::Cli::from_env();
     // The operator is a long-running service: it logs what it does unless told otherwise.
     let operator = matches!(cli.command, kraken_bridge::cli::Command::Operator(_));
     kraken_bridge::cli::init_tracing(if operator {
@@ -15,6 +15,10 @@ fn main() -> std::process::ExitCode {
     } else {
         cli.verbose
     });
+    if let Err(err) = cli.prepare() {
+        eprintln!("error: {err:#}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

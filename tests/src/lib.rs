@@ -249,6 +249,22 @@ pub fn scratch_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
     Ok(tempfile::Builder::new().prefix(prefix).tempdir()?)
 }
 
+/// Where the fixture provider may write (its ledger, its one-shot fault markers): the one
+/// directory the test operators let their sandboxed runners write beneath
+/// (`--runner-allow-write`), so nothing else of the test machine is writable to a provider.
+pub fn fixture_root() -> anyhow::Result<PathBuf> {
+    let root = std::env::temp_dir().join("kraken-fixture-files");
+    std::fs::create_dir_all(&root)?;
+    Ok(root)
+}
+
+/// A scratch directory the fixture provider may write, under [`fixture_root`].
+pub fn fixture_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    Ok(tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(fixture_root()?)?)
+}
+
 /// Poll `check` until it returns `Ok(Some(value))`, at most `timeout`.
 ///
 /// `Ok(None)` means "not yet". An `Err` also means "not yet": it is the observation to report

@@ -170,7 +170,10 @@ impl Operator {
             cmd.arg("--plugin-dir")
                 .arg(&self.plugin_dir)
                 .arg("--lease-namespace")
-                .arg("default");
+                .arg("default")
+                // The fixture's ledgers and fault markers: its only writable place.
+                .arg("--runner-allow-write")
+                .arg(crate::fixture_root()?);
         }
         if !self.opts.leader_elect {
             cmd.arg("--no-leader-elect");

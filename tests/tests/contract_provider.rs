@@ -32,21 +32,45 @@ type Seen = Vec<(String, Json)>;
 
 #[tokio::test]
 async fn fake_plugin_answers_as_the_fixture_over_protocol_6() -> anyhow::Result<()> {
-    against_the_fixture(6).await
+    against_the_fixture(6, false).await
 }
 
 #[tokio::test]
 async fn fake_plugin_answers_as_the_fixture_over_protocol_5() -> anyhow::Result<()> {
-    against_the_fixture(5).await
+    against_the_fixture(5, false).await
 }
 
-async fn against_the_fixture(protocol: u32) -> anyhow::Result<()> {
+/// The same script through `kraken runner` in its Landlock sandbox (the `local` placement):
+/// the runner is a transport, so every answer is the same.
+#[tokio::test]
+async fn fake_plugin_answers_as_the_fixture_through_the_runner_over_protocol_6()
+-> anyhow::Result<()> {
+    against_the_fixture(6, true).await
+}
+
+#[tokio::test]
+async fn fake_plugin_answers_as_the_fixture_through_the_runner_over_protocol_5()
+-> anyhow::Result<()> {
+    against_the_fixture(5, true).await
+}
+
+async fn against_the_fixture(protocol: u32, runner: bool) -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let fixture = env.provider("fixture")?;
     let ledger = kraken_tests::scratch_dir("contract-ledger-")?;
     let mut opts = LaunchOptions::new(&fixture.path);
     opts.name = fixture.address.clone();
     opts.env = vec![("KRAKEN_FIXTURE_PROTOCOL".into(), protocol.to_string())];
+    if runner {
+        opts.via = Some(kraken_bridge::provider::Via {
+            program: kraken_tests::kraken_bin()?,
+            args: ["runner", "--sandbox", "landlock", "--allow-write"]
+                .iter()
+                .map(Into::into)
+                .chain([ledger.path().as_os_str().to_owned()])
+                .collect(),
+        });
+    }
     let host = Arc::new(ProviderHost::new(opts, 8));
     let schema = host.schema().await?;
     let config = from_kube_json(
@@ -60,6 +84,19 @@ async fn against_the_fixture(protocol: u32) -> anyhow::Result<()> {
         "the fixture speaks protocol {}",
         host.protocol_version()
     );
+    if runner {
+        let pid = host
+            .plugin()
+            .await
+            .and_then(|p| p.pid())
+            .context("no process")?;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+        ensure!(
+            exe == std::fs::canonicalize(kraken_tests::kraken_bin()?)?,
+            "the provider host's process is {}, not kraken runner",
+            exe.display()
+        );
+    }
     let things = ledger.path().join("things");
     let real = Backend {
         plugin: host.clone(),

@@ -291,14 +291,18 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     };
     let scratch = scratch_dir("kraken-helm-")?;
 
+    let ledger_dir = scratch.path().join("ledger");
+    std::fs::create_dir_all(&ledger_dir)?;
+    // The fixture's ledger stands for the provider's cloud: the one place outside its own
+    // directory its sandbox lets it write (`runner.allowWrite`).
+    let allow_ledger = format!("runner.allowWrite[0]={}", ledger_dir.display());
+
     // The same install twice (the second after `helm uninstall`); the namespace stays.
     // EC2Instances may reach moto on loopback (and nothing else).
-    release.install(&["aws.endpoints[0]=http://127.0.0.1:*"])?;
+    release.install(&["aws.endpoints[0]=http://127.0.0.1:*", &allow_ledger])?;
     expect_the_release_objects(&release)?;
     let crds_before = crd_version(&cp)?;
 
-    let ledger_dir = scratch.path().join("ledger");
-    std::fs::create_dir_all(&ledger_dir)?;
     let cache = scratch.path().join("plugins");
     let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "first")?;
@@ -313,7 +317,7 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
 
     // Reinstalled, sharded this time (the chart's Role then also lets it list and delete
     // Leases): a new operator adopts what is there, nothing created or changed twice.
-    release.install(&["operator.shards=auto"])?;
+    release.install(&["operator.shards=auto", &allow_ledger])?;
     let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
     let result = reinstalled_adopts_what_is_there(&cp, &op, &ledger_dir, events_before);

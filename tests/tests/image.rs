@@ -176,7 +176,11 @@ fn the_operator_runs_from_the_image_and_reconciles() -> anyhow::Result<()> {
             leader_elect: false,
             kubeconfig: Some("/etc/kraken/kubeconfig".into()),
             plugin_dir: Some("/plugins".into()),
-            args: vec!["--plugin-cache=/var/cache/kraken/plugins".into()],
+            // The ledger, the fixture's "cloud", is where its sandbox lets it write.
+            args: vec![
+                "--plugin-cache=/var/cache/kraken/plugins".into(),
+                "--runner-allow-write=/home/kraken/ledger".into(),
+            ],
             chroot: Some(image.chroot(&root)?),
             ..OperatorOptions::default()
         },

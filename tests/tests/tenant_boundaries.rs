@@ -12,6 +12,8 @@ mod approvals;
 mod hub;
 #[path = "tenant_boundaries/packages.rs"]
 mod packages;
+#[path = "tenant_boundaries/runner.rs"]
+mod runner;
 #[path = "tenant_boundaries/state.rs"]
 mod state;
 

@@ -370,7 +370,7 @@ fn a_secret_value_stays_sensitive_in_a_plain_argument() -> anyhow::Result<()> {
 /// retry, and the provider's permits are not pinned: every object converges, none twice.
 #[test]
 fn a_hung_provider_is_replaced_and_the_resource_converges() -> anyhow::Result<()> {
-    let marker_dir = kraken_tests::scratch_dir("kraken-hang-")?;
+    let marker_dir = kraken_tests::fixture_dir("kraken-hang-")?;
     let marker = marker_dir.path().join("hang-once");
     let opts = OperatorOptions {
         env: vec![(

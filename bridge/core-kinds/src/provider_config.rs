@@ -115,6 +115,64 @@ pub struct ProviderConfigSpec {
     /// kraken.dev/plan-policy (set by administrators) is a floor below both. Unset: Auto.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_policy: Option<PlanPolicy>,
+
+    /// Where this ProviderConfig's provider process runs. Unset: the operator's default
+    /// (kraken operator --runner-placement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<RunnerSpec>,
+}
+
+/// `spec.runner` of a ProviderConfig.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerSpec {
+    /// inProcess (a child of the operator: the operator's files, token and network) or local
+    /// (a kraken runner in a Landlock sandbox on the operator's machine: its own package, the
+    /// system files and a private directory only). A ProviderConfig may ask for more
+    /// confinement than the operator's default, never less. Unset: the operator's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// Where a provider process runs, from least to most confined.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Deserialize,
+    serde::Serialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum Placement {
+    /// A child of the operator process: its user, files, environment and network. For a
+    /// single-user install and the demo only.
+    InProcess,
+    /// A `kraken runner` on the operator's machine, sandboxed with Landlock: it reads its own
+    /// package and the system files, writes only its private directory, and reaches the
+    /// operator over mutual TLS.
+    Local,
+}
+
+impl Placement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InProcess => "inProcess",
+            Self::Local => "local",
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Which changes of a managed resource wait for approval of their plan. The strictest of the

@@ -114,7 +114,7 @@ impl ProviderMetrics {
             r,
             (
                 "provider_resident_memory",
-                "Resident memory of each provider process, per provider and ProviderConfig",
+                "Resident memory of each provider process (with its kraken runner under the local placement), per provider and ProviderConfig",
             ),
             Some(Unit::Bytes),
             Family::default(),

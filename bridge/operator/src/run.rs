@@ -56,6 +56,8 @@ pub struct Options {
     pub max_providers_per_namespace: usize,
     /// Whether ProviderConfigs may set `tls: false` (`--allow-provider-plaintext`).
     pub allow_provider_plaintext: bool,
+    /// Where provider processes run (`--runner-*`).
+    pub placements: kraken_source::placement::Placements,
     /// How long provider RPCs may take (`--provider-apply-timeout`, `--provider-rpc-timeout`).
     pub provider_deadlines: kraken_provider::Deadlines,
     /// What EC2Instances may do with the operator's standing (`--aws-*`).
@@ -164,6 +166,15 @@ fn wire(
     );
     let mut source = Source::new(client.clone(), pool.clone(), Resolver::new(dirs));
     source.allow_plaintext = opts.allow_provider_plaintext;
+    source.placements = opts.placements.clone();
+    match opts.placements.default {
+        kraken_core_kinds::provider_config::Placement::InProcess => tracing::warn!(
+            "providers run inside the operator (--runner-placement inProcess): they can read \
+             its ServiceAccount token, kubeconfig, files and environment; use local for any \
+             cluster with more than one user"
+        ),
+        placement => tracing::info!(%placement, "providers run in kraken runner sandboxes"),
+    }
     source.schema_cache = Some(kraken_installer::schema_cache_dir(&opts.install));
     // What a ProviderConfig may launch is what the installed Providers recorded: one watch of
     // them, no request per reconcile.

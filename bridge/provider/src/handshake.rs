@@ -63,6 +63,21 @@ impl Handshake {
             server_cert,
         })
     }
+
+    /// The line a plugin prints to announce this handshake (what a runner prints for the
+    /// provider it relays).
+    pub fn line(&self) -> String {
+        let network = match self.network {
+            Network::Unix => "unix",
+            Network::Tcp => "tcp",
+        };
+        format!(
+            "1|{}|{network}|{}|grpc|{}",
+            self.app_protocol,
+            self.address,
+            self.server_cert.as_deref().unwrap_or_default()
+        )
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +94,8 @@ mod tests {
         let plain = Handshake::parse("1|5|tcp|127.0.0.1:1234|grpc|").expect("parse");
         assert_eq!(plain.server_cert, None);
         assert_eq!(plain.network, Network::Tcp);
+        assert_eq!(Handshake::parse(&h.line()).expect("again"), h);
+        assert_eq!(Handshake::parse(&plain.line()).expect("again"), plain);
     }
 
     #[test]

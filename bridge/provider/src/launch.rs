@@ -66,6 +66,24 @@ pub struct LaunchOptions {
     /// provider allows it takes its schema from there instead of asking; one that asks stores
     /// the answer. `None`: always ask, store nothing.
     pub schema_cache: Option<PathBuf>,
+    /// Start the binary through this program (`kraken runner`) instead of directly: the
+    /// program is started as `PROGRAM ARGS... -- BINARY`, speaks go-plugin's handshake itself
+    /// and relays the plugin's gRPC. Its stdin is a pipe the launcher never writes: it closes
+    /// when the launcher is gone, and the runner then stops its provider.
+    pub via: Option<Via>,
+    /// Stream the plugin's go-plugin stdio (`GRPCStdio`) into `tracing`. A runner turns it
+    /// off for the provider it hosts: the launcher streams it through the runner instead.
+    pub stream_stdio: bool,
+    /// Write the plugin's stderr lines to this process's stderr as they are, instead of into
+    /// `tracing`: a runner does, so its launcher sees the provider's own words.
+    pub relay_stderr: bool,
+}
+
+/// A program a provider binary is started through (see [`LaunchOptions::via`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Via {
+    pub program: PathBuf,
+    pub args: Vec<std::ffi::OsString>,
 }
 
 impl LaunchOptions {
@@ -89,6 +107,9 @@ impl LaunchOptions {
             deadlines: super::deadline::Deadlines::default(),
             docs: false,
             schema_cache: None,
+            via: None,
+            stream_stdio: true,
+            relay_stderr: false,
         }
     }
 }
@@ -178,7 +199,9 @@ pub async fn launch(opts: &LaunchOptions) -> Result<PluginClient, LaunchError> {
             address: handshake.address.clone(),
             source,
         })?;
-    stream_stdio(channel.clone(), opts.name.clone());
+    if opts.stream_stdio {
+        stream_stdio(channel.clone(), opts.name.clone());
+    }
     let pid = process.pid;
     info!(provider = %opts.name, pid, protocol = handshake.app_protocol, "provider started");
     Ok(PluginClient {
@@ -213,6 +236,7 @@ fn watch_process(
             opts.name.clone(),
             stderr_tail.clone(),
             stderr_closed_tx,
+            opts.relay_stderr,
         ),
         None => drop(stderr_closed_tx.send(true)),
     }
@@ -275,7 +299,14 @@ fn spawn(
     socket_dir: &Path,
     identity: Option<&ClientIdentity>,
 ) -> Result<Child, LaunchError> {
-    let mut cmd = Command::new(&opts.binary);
+    let mut cmd = match &opts.via {
+        None => Command::new(&opts.binary),
+        Some(via) => {
+            let mut cmd = Command::new(&via.program);
+            cmd.args(&via.args).arg("--").arg(&opts.binary);
+            cmd
+        }
+    };
     let inherited = super::env::inherited(std::env::vars_os(), &opts.inherit_env);
     let defaults = super::env::defaults_not_inherited(&inherited, &opts.default_env);
     cmd.env_clear()
@@ -298,7 +329,11 @@ fn spawn(
         // temp directory; pointing TMPDIR at the private directory covers them too (and the
         // provider's other temporary files are removed with it when the process exits).
         .env("TMPDIR", socket_dir)
-        .stdin(Stdio::null())
+        .stdin(if opts.via.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -310,7 +345,14 @@ fn spawn(
     }
     cmd.spawn().map_err(|source| LaunchError::Spawn {
         name: opts.name.clone(),
-        path: opts.binary.display().to_string(),
+        path: match &opts.via {
+            None => opts.binary.display().to_string(),
+            Some(via) => format!(
+                "{} through {}",
+                opts.binary.display(),
+                via.program.display()
+            ),
+        },
         source,
     })
 }
@@ -325,6 +367,8 @@ fn supervise(
     kill_rx: oneshot::Receiver<()>,
 ) {
     tokio::spawn(async move {
+        // A runner's stdin: held open while the child lives, closed with it.
+        let stdin = child.stdin.take();
         let status = tokio::select! {
             status = child.wait() => status,
             _ = kill_rx => {
@@ -337,6 +381,7 @@ fn supervise(
             Err(err) => format!("unknown exit status: {err}"),
         };
         debug!(provider = %name, status = %text, "provider process exited");
+        drop(stdin);
         drop(socket_dir);
         let _ = exit_tx.send(Some(text));
     });

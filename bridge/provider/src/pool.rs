@@ -17,6 +17,8 @@
 //! Concurrency per process is bounded by the host's own semaphore. Crash restarts are the host's
 //! business (it relaunches and replays `Configure`); the pool keeps the host across them.
 
+mod rss;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -421,8 +423,9 @@ impl ProviderPool {
         shutdown_each(hosts).await;
     }
 
-    /// The resident memory of each live process, as `(provider address and version,
-    /// ProviderConfig, bytes)`, read from `/proc` (empty where there is none).
+    /// The resident memory of each live process, with what it started (a `kraken runner` and
+    /// its provider count together), as `(provider address and version, ProviderConfig,
+    /// bytes)`, read from `/proc` (empty where there is none).
     pub async fn memory(&self) -> Vec<(String, String, u64)> {
         let hosts: Vec<(PoolKey, Arc<ProviderHost>)> = self
             .state()
@@ -435,7 +438,7 @@ impl ProviderPool {
             let Some(pid) = host.plugin().await.and_then(|c| c.pid()) else {
                 continue;
             };
-            if let Some(bytes) = resident_bytes(pid) {
+            if let Some(bytes) = rss::tree_resident_bytes(pid) {
                 let provider = format!("{} {}", key.address, key.version);
                 samples.push((provider, key.config_name.clone(), bytes));
             }
@@ -467,20 +470,6 @@ impl ProviderPool {
             launches: self.launches.load(Ordering::Relaxed),
         }
     }
-}
-
-/// `VmRSS` of process `pid` in bytes, from `/proc/<pid>/status`.
-fn resident_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(kb * 1024)
 }
 
 /// Find or create the cell for `key`, removing (and returning) the older configurations of the

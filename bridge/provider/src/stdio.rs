@@ -59,13 +59,18 @@ pub fn drain_stderr<R>(
     name: String,
     tail: Arc<Mutex<VecDeque<String>>>,
     closed: watch::Sender<bool>,
+    relay: bool,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
         let mut reader = BufReader::new(reader);
         while let Ok(Some(line)) = next_line(&mut reader, MAX_LINE).await {
-            debug!(provider = %name, stream = "stderr", "{line}");
+            if relay {
+                eprintln!("{line}");
+            } else {
+                debug!(provider = %name, stream = "stderr", "{line}");
+            }
             if let Ok(mut t) = tail.lock() {
                 if t.len() == STDERR_TAIL_LINES {
                     t.pop_front();

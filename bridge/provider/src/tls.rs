@@ -20,6 +20,8 @@ pub enum TlsError {
     Generate(#[from] rcgen::Error),
     #[error("the plugin's certificate in the handshake is not valid base64")]
     ServerCertEncoding(#[source] base64::DecodeError),
+    #[error("PLUGIN_CLIENT_CERT holds no PEM certificate")]
+    ClientCertPem,
     #[error("failed to build the TLS configuration")]
     Config(#[from] rustls::Error),
 }
@@ -85,6 +87,101 @@ impl ClientIdentity {
         // grpc-go refuses TLS connections that do not negotiate HTTP/2 through ALPN.
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(config)
+    }
+}
+
+impl ClientIdentity {
+    /// This certificate as a handshake's sixth field (base64 DER, unpadded, as go-plugin).
+    pub fn cert_field(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(self.cert_der.as_ref())
+    }
+
+    /// The server side of AutoMTLS, as a runner serves it: present this certificate and
+    /// accept only a client presenting exactly `pinned_client_cert` (DER).
+    pub fn server_config(
+        &self,
+        pinned_client_cert: Vec<u8>,
+    ) -> Result<rustls::ServerConfig, TlsError> {
+        let provider = Arc::new(crypto_provider());
+        let verifier = Arc::new(PinnedClientCert {
+            cert: pinned_client_cert,
+            algorithms: provider.signature_verification_algorithms,
+        });
+        let key = PrivateKeyDer::Pkcs8(self.key_der.clone().into());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![self.cert_der.clone()], key)?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(config)
+    }
+}
+
+/// The DER of the first certificate in `pem` (what a launcher put in `PLUGIN_CLIENT_CERT`).
+pub fn decode_client_cert_pem(pem: &str) -> Result<Vec<u8>, TlsError> {
+    use base64::Engine as _;
+    let body: String = pem
+        .lines()
+        .skip_while(|l| !l.starts_with("-----BEGIN CERTIFICATE-----"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END CERTIFICATE-----"))
+        .collect();
+    if body.is_empty() {
+        return Err(TlsError::ClientCertPem);
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(body.trim())
+        .map_err(TlsError::ServerCertEncoding)
+}
+
+/// Accepts exactly one client certificate (byte-equal), whatever its issuer or validity.
+#[derive(Debug)]
+struct PinnedClientCert {
+    cert: Vec<u8>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl rustls::server::danger::ClientCertVerifier for PinnedClientCert {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.cert.as_slice() {
+            Ok(rustls::server::danger::ClientCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
     }
 }
 
@@ -169,6 +266,17 @@ mod tests {
         assert!(id.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         let cfg = id.client_config(vec![1, 2, 3]).expect("config");
         assert_eq!(cfg.alpn_protocols, vec![b"h2".to_vec()]);
+    }
+
+    #[test]
+    fn client_pem_round_trips_and_builds_a_server_config() {
+        let id = ClientIdentity::generate().expect("generate");
+        let der = decode_client_cert_pem(&id.cert_pem).expect("pem");
+        assert_eq!(der, id.cert_der.as_ref());
+        assert_eq!(decode_server_cert(&id.cert_field()).expect("field"), der);
+        let cfg = id.server_config(der).expect("server config");
+        assert_eq!(cfg.alpn_protocols, vec![b"h2".to_vec()]);
+        assert!(decode_client_cert_pem("not a certificate").is_err());
     }
 
     #[test]

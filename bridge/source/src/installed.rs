@@ -86,12 +86,13 @@ impl Source {
         pins
     }
 
-    /// The Provider `name`: from the watch when it has it installed, else read (a Provider
-    /// that became Ready a moment ago may not have reached the watch).
-    async fn installed(&self, name: &str) -> Result<Arc<Provider>, String> {
+    /// The Provider `name`: from the watch when it has it installed and `lookup` allows, else
+    /// read (a Provider that became Ready a moment ago may not have reached the watch).
+    async fn installed(&self, name: &str, lookup: Lookup) -> Result<Arc<Provider>, String> {
         if let Some(p) = self
             .providers
             .get()
+            .filter(|_| lookup == Lookup::Watched)
             .and_then(|s| s.get(&ObjectRef::new(name)))
             .filter(|p| p.status.as_ref().is_some_and(|s| s.version.is_some()))
         {
@@ -132,18 +133,33 @@ impl Source {
     }
 }
 
+/// Where a `providerRef`'s Provider is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The watch's cache: a managed resource's reconcile, which must not add a request.
+    Watched,
+    /// The API server: the ProviderConfig controller, woken by a change of the Provider that
+    /// its own watch saw first (the cache of this module may not have it yet, and no second
+    /// event would come to correct a check made against the old version).
+    Read,
+}
+
 /// The binary ProviderConfig `pc` launches, checked (see the module's doc).
-pub(super) async fn binary(ctx: &Source, pc: &ProviderConfig) -> Result<Resolved, String> {
+pub(super) async fn binary(
+    ctx: &Source,
+    pc: &ProviderConfig,
+    lookup: Lookup,
+) -> Result<Resolved, String> {
     match (&pc.spec.provider_ref, &pc.spec.source) {
-        (Some(r), _) => from_provider(ctx, &r.name).await,
+        (Some(r), _) => from_provider(ctx, &r.name, lookup).await,
         (None, Some(source)) => from_source(ctx, source, pc.spec.version.as_deref()).await,
         (None, None) => Err("set spec.providerRef or spec.source".to_owned()),
     }
 }
 
 /// The binary a Ready `Provider` installed, at the version its status reports.
-async fn from_provider(ctx: &Source, name: &str) -> Result<Resolved, String> {
-    let p = ctx.installed(name).await?;
+async fn from_provider(ctx: &Source, name: &str, lookup: Lookup) -> Result<Resolved, String> {
+    let p = ctx.installed(name, lookup).await?;
     let status = p.status.clone().unwrap_or_default();
     let (Some(address), Some(version)) = (&status.address, &status.version) else {
         let why = status

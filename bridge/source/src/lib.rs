@@ -9,6 +9,7 @@
 mod error;
 pub mod fake;
 mod installed;
+pub mod placement;
 mod seam;
 
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ use kube::{Api, Client};
 use serde_json::Value as Json;
 
 pub use error::{Error, Result};
-pub use installed::FetchInstalled;
+pub use installed::{FetchInstalled, Lookup};
 use kraken_core_kinds::{KindInfo, ProviderConfig};
 use kraken_kit::errors::chain;
 use kraken_provider::pins::PackageCheck;
@@ -48,6 +49,8 @@ pub struct Source {
     /// Where processes find and keep their binary's schema answer
     /// ([`kraken_provider::schema_cache`]); `None`: every process asks its provider.
     pub schema_cache: Option<PathBuf>,
+    /// Where provider processes run ([`placement`]).
+    pub placements: placement::Placements,
     /// The installed Providers, from one watch ([`Source::watch_providers`]) or one listing
     /// ([`Source::use_providers`]): what a `providerRef` reads and what pins `spec.source`.
     providers: OnceLock<Store<kraken_core_kinds::Provider>>,
@@ -72,6 +75,7 @@ impl Source {
             provider_configs: OnceLock::new(),
             allow_plaintext: false,
             schema_cache: None,
+            placements: placement::Placements::default(),
             providers: OnceLock::new(),
             check: Arc::default(),
             fetch: None,
@@ -177,7 +181,7 @@ pub async fn provider_from(
     namespace: &str,
     pc: &ProviderConfig,
 ) -> Result<Configured> {
-    let (resolved, host, config_digest) = configured(ctx, namespace, pc).await?;
+    let (resolved, host, config_digest) = configured(ctx, namespace, pc, Lookup::Watched).await?;
     let label = format!("{} {}", resolved.address, resolved.version);
     let fields = |resource: &kraken_codegen::schema::Schema| {
         let key = if kind.data_source {
@@ -223,6 +227,7 @@ pub async fn configured(
     ctx: &Source,
     namespace: &str,
     pc: &ProviderConfig,
+    lookup: Lookup,
 ) -> Result<(Resolved, Arc<ProviderHost>, String)> {
     let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
     let invalid = |message: String| Error::ProviderConfigInvalid {
@@ -236,7 +241,10 @@ pub async fn configured(
                 .to_owned(),
         ));
     }
-    let resolved = installed::binary(ctx, pc).await.map_err(invalid)?;
+    // Not in the pool key: the placement changes only with the ProviderConfig's generation
+    // (which is in it) or with a restart of the operator.
+    let (_, via) = ctx.placements.for_config(pc).map_err(invalid)?;
+    let resolved = installed::binary(ctx, pc, lookup).await.map_err(invalid)?;
     let config = with_config_from(&ctx.client, namespace, pc).await?;
     let key = PoolKey {
         address: resolved.address.clone(),
@@ -258,6 +266,7 @@ pub async fn configured(
     launch.schema_cache = ctx.schema_cache.clone();
     launch.tls = pc.spec.tls;
     launch.max_concurrency = usize::try_from(pc.spec.max_concurrency).ok();
+    launch.via = via;
     let host = ctx
         .pool
         .get_with(&key, launch, |schema| build_config(schema, &config))

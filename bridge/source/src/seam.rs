@@ -5,7 +5,7 @@
 use kube::runtime::reflector::Store;
 use serde_json::Value as Json;
 
-use super::{Configured, Result, Source, configured, provider, resource_config};
+use super::{Configured, Lookup, Result, Source, configured, provider, resource_config};
 use kraken_core_kinds::{KindInfo, ProviderConfig};
 use kraken_provider::Plugin as _;
 use kraken_value::Value;
@@ -79,7 +79,7 @@ impl ProviderSource for Source {
     }
 
     async fn check_config(&self, namespace: &str, pc: &ProviderConfig) -> Result<Checked> {
-        let (resolved, host, _) = configured(self, namespace, pc).await?;
+        let (resolved, host, _) = configured(self, namespace, pc, Lookup::Read).await?;
         Ok(Checked {
             address: resolved.address,
             version: resolved.version,

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use installed::Lookup;
 use kraken_kit::fake_api::FakeApi;
 use kraken_provider::pool::PoolOptions;
 
@@ -64,11 +65,13 @@ async fn a_package_changed_after_install_is_not_launched() {
     api.insert("providers", provider("x", "1.0.0", &recorded));
     let source = source_over(&api, dir.path());
     let by_ref = config(serde_json::json!({"providerRef": {"name": "x"}}));
-    let got = installed::binary(&source, &by_ref).await.expect("launched");
+    let got = installed::binary(&source, &by_ref, Lookup::Watched)
+        .await
+        .expect("launched");
     assert_eq!(got.version, "1.0.0");
     // Someone with write access to the plugin cache swaps the binary.
     std::fs::write(&got.binary, b"something else entirely!").expect("write");
-    let err = installed::binary(&source, &by_ref)
+    let err = installed::binary(&source, &by_ref, Lookup::Watched)
         .await
         .expect_err("refused");
     assert!(err.contains("will not be launched"), "{err}");
@@ -78,6 +81,7 @@ async fn a_package_changed_after_install_is_not_launched() {
     let err = installed::binary(
         &source,
         &config(serde_json::json!({"providerRef": {"name": "y"}})),
+        Lookup::Watched,
     )
     .await
     .expect_err("refused");
@@ -94,12 +98,16 @@ async fn spec_source_launches_only_what_a_provider_or_a_lock_file_recorded() {
         provider("x", "1.0.0", &[h1(dir.path(), "1.0.0")]),
     );
     let source = source_over(&api, dir.path());
-    let got = installed::binary(&source, &config(serde_json::json!({"source": "x/x"})))
-        .await
-        .expect("the recorded version");
+    let got = installed::binary(
+        &source,
+        &config(serde_json::json!({"source": "x/x"})),
+        Lookup::Watched,
+    )
+    .await
+    .expect("the recorded version");
     assert_eq!(got.version, "1.0.0");
     let old = config(serde_json::json!({"source": "x/x", "version": "= 0.9.0"}));
-    let err = installed::binary(&source, &old)
+    let err = installed::binary(&source, &old, Lookup::Watched)
         .await
         .expect_err("not recorded");
     assert!(err.contains("only recorded packages are launched"), "{err}");
@@ -109,7 +117,9 @@ async fn spec_source_launches_only_what_a_provider_or_a_lock_file_recorded() {
         h1(dir.path(), "0.9.0")
     );
     std::fs::write(dir.path().join(kraken_provider::pins::LOCK_FILE), lock).expect("lock");
-    let got = installed::binary(&source, &old).await.expect("pinned");
+    let got = installed::binary(&source, &old, Lookup::Watched)
+        .await
+        .expect("pinned");
     assert_eq!(got.version, "0.9.0");
 }
 
@@ -151,17 +161,21 @@ async fn a_recorded_package_not_here_is_fetched_when_the_source_can() {
     let here = tempfile::tempdir().expect("tempdir");
     let mut source = source_over(&api, here.path());
     let by_ref = config(serde_json::json!({"providerRef": {"name": "x"}}));
-    let err = installed::binary(&source, &by_ref)
+    let err = installed::binary(&source, &by_ref, Lookup::Watched)
         .await
         .expect_err("not here");
     assert!(err.contains("no version of"), "{err}");
     let fetcher = Arc::new(Installs(here.path().to_path_buf(), Default::default()));
     source.fetch = Some(fetcher.clone());
-    let got = installed::binary(&source, &by_ref).await.expect("fetched");
+    let got = installed::binary(&source, &by_ref, Lookup::Watched)
+        .await
+        .expect("fetched");
     assert_eq!(got.version, "1.0.0");
     assert_eq!(*fetcher.1.lock().expect("lock"), ["1.0.0"]);
     // Found now: not fetched again.
-    installed::binary(&source, &by_ref).await.expect("here");
+    installed::binary(&source, &by_ref, Lookup::Watched)
+        .await
+        .expect("here");
     assert_eq!(fetcher.1.lock().expect("lock").len(), 1);
 }
 

@@ -12,6 +12,7 @@ mod fetch;
 pub mod kubectl;
 mod operator;
 mod plan;
+mod runner;
 mod schema;
 
 #[derive(Debug, Parser)]
@@ -43,7 +44,7 @@ pub enum Command {
     Fetch(fetch::FetchArgs),
     /// Run the operator: reconcile every generated kind through its provider.
     #[command(long_about = operator::OPERATOR_ABOUT)]
-    Operator(operator::OperatorArgs),
+    Operator(Box<operator::OperatorArgs>),
     /// Install the kinds of some resource types of a Provider, and wait until they are served.
     #[command(long_about = activate::ACTIVATE_ABOUT)]
     Activate(activate::ActivateArgs),
@@ -56,6 +57,9 @@ pub enum Command {
     /// Show what applying manifests would do (like terraform plan), applying nothing.
     #[command(long_about = plan::PLAN_ABOUT)]
     Plan(plan::PlanArgs),
+    /// Host one provider process away from the operator (started by the operator).
+    #[command(long_about = runner::RUNNER_ABOUT)]
+    Runner(runner::RunnerArgs),
     /// The operator's helper: read a provider's schema and generate CRDs, answering in JSON
     /// (a request on stdin, the CRDs on stdout). Not for people.
     #[command(hide = true)]
@@ -148,18 +152,28 @@ impl Cli {
         Self::try_parse_from(args)
     }
 
+    /// What must happen before the async runtime starts its threads: `kraken runner` confines
+    /// itself here (Landlock restricts the calling thread and what it starts afterwards).
+    pub fn prepare(&mut self) -> anyhow::Result<()> {
+        if let Command::Runner(args) = &mut self.command {
+            args.enforced = runner::confine(args)?;
+        }
+        Ok(())
+    }
+
     /// Runs the subcommand; the exit status it ends with (`kraken plan` has three).
     pub async fn run(self) -> anyhow::Result<std::process::ExitCode> {
         let done = match self.command {
             Command::Schema(args) => schema::run(args).await,
             Command::Codegen(args) => codegen::run(args).await,
             Command::Fetch(args) => fetch::run(args).await,
-            Command::Operator(args) => operator::run(args).await,
+            Command::Operator(args) => operator::run(*args).await,
             Command::Activate(args) => activate::run(args).await,
             Command::Kubectl(args) => return kubectl::run(args).await,
             Command::Plan(args) => return plan::run(args).await,
             Command::Convert(args) => convert::run(args).await,
             Command::GenerateCrds => generate_crds().await,
+            Command::Runner(args) => return runner::run(args).await,
         };
         done.map(|()| std::process::ExitCode::SUCCESS)
     }

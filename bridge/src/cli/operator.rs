@@ -128,6 +128,21 @@ pub struct OperatorArgs {
     /// channel that carries their credentials.
     #[arg(long)]
     pub allow_provider_plaintext: bool,
+    /// Where provider processes run unless their ProviderConfig asks for more confinement:
+    /// local (each in a `kraken runner` confined with Landlock, reached over mutual TLS: it
+    /// cannot read the operator's token, kubeconfig, files or environment) or inProcess (a
+    /// child of the operator with the operator's files and network: for a single-user install
+    /// and the demo). A ProviderConfig's spec.runner.placement may ask for more, never less.
+    #[arg(long, value_enum, default_value = "local", value_name = "PLACEMENT")]
+    pub runner_placement: RunnerPlacement,
+    /// A path local runners' providers may also read, e.g. a CA bundle outside /etc/ssl.
+    /// Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub runner_allow_read: Vec<PathBuf>,
+    /// A path local runners' providers may also write beneath. Repeatable. Every namespace's
+    /// providers may then write there.
+    #[arg(long, value_name = "PATH")]
+    pub runner_allow_write: Vec<PathBuf>,
     /// How long a provider may take to apply a change (ApplyResourceChange) before it is
     /// stopped, killed and replaced, and the resource reports ProviderTimeout (Go duration).
     #[arg(long, default_value = "60m", value_parser = parse_duration, value_name = "DURATION")]
@@ -157,6 +172,32 @@ pub struct OperatorArgs {
     pub aws_adopt_untagged: bool,
 }
 
+/// `--runner-*` as the source applies them: local runners are this binary's `runner`.
+fn placements(
+    placement: RunnerPlacement,
+    read: &[PathBuf],
+    write: &[PathBuf],
+) -> anyhow::Result<crate::source::placement::Placements> {
+    use crate::core_kinds::provider_config::Placement;
+    let default = match placement {
+        RunnerPlacement::InProcess => Placement::InProcess,
+        RunnerPlacement::Local => Placement::Local,
+    };
+    let program = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find this kraken binary to start runners: {e}"))?;
+    let mut args: Vec<std::ffi::OsString> = vec!["runner".into(), "--sandbox=landlock".into()];
+    for (flag, paths) in [("--allow-read", read), ("--allow-write", write)] {
+        for path in paths {
+            args.push(flag.into());
+            args.push(path.clone().into_os_string());
+        }
+    }
+    Ok(crate::source::placement::Placements {
+        default,
+        local: Some(crate::provider::Via { program, args }),
+    })
+}
+
 /// A lease of at least 3 s: its renew period (2/15) must leave room for an API round trip.
 fn parse_lease_duration(s: &str) -> Result<std::time::Duration, String> {
     let d = parse_duration(s)?;
@@ -169,6 +210,16 @@ fn parse_lease_duration(s: &str) -> Result<std::time::Duration, String> {
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     crate::kit::time::parse_duration(s)
         .ok_or_else(|| format!("invalid duration {s:?} (e.g. 10m, 90s, 1h30m)"))
+}
+
+/// `--runner-placement`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunnerPlacement {
+    /// Children of the operator: its files, token, environment and network.
+    #[value(name = "inProcess")]
+    InProcess,
+    /// `kraken runner` processes on this machine, each in a Landlock sandbox.
+    Local,
 }
 
 /// `--shards`.
@@ -213,6 +264,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         provider_env: args.provider_env,
         provider_gogc: args.provider_gogc,
         allow_provider_plaintext: args.allow_provider_plaintext,
+        placements: placements(
+            args.runner_placement,
+            &args.runner_allow_read,
+            &args.runner_allow_write,
+        )?,
         max_providers_per_namespace: args.max_providers_per_namespace.max(1),
         provider_deadlines: crate::provider::Deadlines {
             apply: args.provider_apply_timeout,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use kraken_tests::bench::OperatorBuild;
 use kraken_tests::operator::{Operator, OperatorOptions, descendants};
-use kraken_tests::{ControlPlane, TestEnv, repo_root, rss_bytes, scratch_dir, status_kib};
+use kraken_tests::{ControlPlane, TestEnv, repo_root, rss_bytes, status_kib};
 use serde_json::json;
 
 use crate::kraken::NS;
@@ -52,7 +52,7 @@ impl Bed {
         cp.create_namespace(NS)?;
         let ledger = match prov {
             Prov::Fixture => {
-                let l = scratch_dir("bench-kraken-ledger-")?;
+                let l = kraken_tests::fixture_dir("bench-kraken-ledger-")?;
                 registered.push(cleanup::dir(l.path().to_path_buf()));
                 Some(l)
             }

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::{Operator, OperatorOptions, metric_samples, metric_sum};
-use crate::{ControlPlane, scratch_dir, wait_for};
+use crate::{ControlPlane, wait_for};
 
 /// API group/version and kind of the fixture provider's `fixture_object`.
 pub const OBJECT_API_VERSION: &str = "fixture.tf.kraken.dev/v1alpha1";
@@ -42,7 +42,7 @@ impl FixtureBed {
         let started = std::time::Instant::now();
         let ns = format!("op-{name}");
         let cp = ControlPlane::with_fixture_kinds(&ns, &ns)?;
-        let ledger = scratch_dir("kraken-ledger-")?;
+        let ledger = crate::fixture_dir("kraken-ledger-")?;
         let op = Operator::start(&cp, opts)?;
         let mut bed = Self { op, cp, ns, ledger };
         bed.apply_provider_config("default", json!({}))?;

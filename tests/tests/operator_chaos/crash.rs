@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::ensure;
 use kraken_tests::ledger;
 use kraken_tests::operator::{FixtureBed, OperatorOptions};
-use kraken_tests::scratch_dir;
 use serde_json::json;
 
 use super::creates_by_name;
@@ -18,7 +17,7 @@ use super::creates_by_name;
 fn crash_once_bed(
     name: &str,
 ) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf, FixtureBed)> {
-    let scratch = scratch_dir("kraken-crash-once-")?;
+    let scratch = kraken_tests::fixture_dir("kraken-crash-once-")?;
     let once = scratch.path().join("crash-once");
     let opts = OperatorOptions {
         env: vec![(

@@ -10,7 +10,7 @@ use kraken_tests::operator::condition;
 use kraken_tests::registry_server::{
     Publish, RegistryServer, SigningIdentity, package_zip, single_file_h1,
 };
-use kraken_tests::{TestEnv, scratch_dir, wait_for};
+use kraken_tests::{TestEnv, wait_for};
 use serde_json::json;
 
 use super::{Bed, RECONCILE_TIMEOUT, managed, provider_config, provider_manifest};
@@ -90,7 +90,7 @@ fn provider_from_a_registry_upgrades_and_refuses_a_bad_package() -> anyhow::Resu
     registry.publish(&fixture.path, "1.0.0", false)?;
     let ca = registry.server.ca_file().display().to_string();
     let bed = Bed::start("registry", vec!["--ca-cert".into(), ca])?;
-    let ledger = scratch_dir("kraken-ledger-")?;
+    let ledger = kraken_tests::fixture_dir("kraken-ledger-")?;
     let r = (|| {
         expect_installed_and_signed(&bed, &registry)?;
         let config = json!({"ledgerDir": ledger.path()});

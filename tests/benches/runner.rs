@@ -24,7 +24,7 @@ use kraken_bridge::provider::{
 use kraken_bridge::value::Value;
 use kraken_bridge::value::kube::from_kube_json;
 use kraken_tests::bench::{knob, pct};
-use kraken_tests::{ProviderBin, TestEnv, rss_bytes};
+use kraken_tests::{ProviderBin, TestEnv, rss_anon_bytes, rss_bytes};
 use serde_json::json;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -226,12 +226,19 @@ async fn memory(case: &Case, direct: &Subject, relayed: &Subject) -> anyhow::Res
     .into_iter()
     .next()
     .context("the runner's provider")?;
-    let mib = |pid| rss_bytes(pid).map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64));
+    let mib = |b: u64| format!("{:.1}", b as f64 / (1 << 20) as f64);
+    let both = |pid| -> anyhow::Result<String> {
+        Ok(format!(
+            "{} ({} anonymous)",
+            mib(rss_bytes(pid)?),
+            mib(rss_anon_bytes(pid)?)
+        ))
+    };
     println!(
-        "\nResident memory (MiB): direct provider {}, runner {} + its provider {}.",
-        mib(direct_pid)?,
-        mib(runner_pid)?,
-        mib(provider_pid)?
+        "\nResident memory (MiB): direct provider {}; runner {} + its provider {}.",
+        both(direct_pid)?,
+        both(runner_pid)?,
+        both(provider_pid)?
     );
     Ok(())
 }

@@ -120,6 +120,7 @@ fn pass(
         args: [
             vec!["--concurrency".to_owned(), level.to_string()],
             cfg.gogc.operator_args(),
+            build.args.clone(),
         ]
         .concat(),
         ..OperatorOptions::default()

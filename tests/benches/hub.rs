@@ -165,6 +165,7 @@ fn measure(
         rust_log: "warn".into(),
         leader_elect: false,
         bin: Some(build.bin.clone()),
+        args: build.args.clone(),
         ..OperatorOptions::default()
     };
     let bed = FixtureBed::start(&format!("bench-hub-{}", build.label), opts)?;

@@ -36,7 +36,9 @@
 //! 1), `KRAKEN_BENCH_CHANGES` (default 10), `KRAKEN_BENCH_PLANS` (1: section 7 runs; 0: not),
 //! `KRAKEN_BENCH_PLAN_BUILDS` (the builds section 7 runs for, by label; default all),
 //! `KRAKEN_BENCH_TF_CHANGE_RUNS` (per level; default 3 below 10,000, else 1),
-//! `KRAKEN_BENCH_OPERATORS` (`label=path,...`; default this checkout's release build),
+//! `KRAKEN_BENCH_OPERATORS` (`label=path [operator args],...`, e.g. one build two ways:
+//! `inProcess=PATH --runner-placement inProcess,local=PATH`; default this checkout's release
+//! build),
 //! `KRAKEN_BENCH_DRIFT_N` (100), `KRAKEN_BENCH_DRIFT_INTERVAL_S` (2),
 //! `KRAKEN_BENCH_DRIFT_WINDOW_S` (10), `KRAKEN_BENCH_BATCH` (documents per kubectl call,
 //! 500), `KRAKEN_BENCH_KUBECTL_PARALLEL` (2), `KRAKEN_BENCH_RUST_LOG` (the operator's,

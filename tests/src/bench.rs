@@ -37,22 +37,26 @@ pub async fn kube_client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// An operator build under test: a label for the tables and the `kraken` binary.
+/// An operator build under test: a label for the tables, the `kraken` binary, and arguments
+/// of `kraken operator` it runs with besides the bench's own.
 #[derive(Debug, Clone)]
 pub struct OperatorBuild {
     pub label: String,
     pub bin: PathBuf,
+    pub args: Vec<String>,
 }
 
-/// `KRAKEN_BENCH_OPERATORS`: `label=path` pairs, comma-separated (for example
-/// `before=/tmp/kraken-821c9f7,after=target/release/kraken`), run interleaved so two builds
-/// are compared on the same machine in one session. Unset: this checkout's release build,
-/// labelled `head`.
+/// `KRAKEN_BENCH_OPERATORS`: `label=path [ARG ...]` entries, comma-separated (for example
+/// `before=/tmp/kraken-821c9f7,after=target/release/kraken`, or one build two ways:
+/// `inProcess=target/release/kraken --runner-placement inProcess,local=target/release/kraken`),
+/// run interleaved so they are compared on the same machine in one session. Unset: this
+/// checkout's release build, labelled `head`.
 pub fn operator_builds() -> anyhow::Result<Vec<OperatorBuild>> {
     let Ok(spec) = std::env::var("KRAKEN_BENCH_OPERATORS") else {
         return Ok(vec![OperatorBuild {
             label: "head".to_string(),
             bin: crate::kraken_bin()?,
+            args: Vec::new(),
         }]);
     };
     let mut builds = Vec::new();
@@ -60,7 +64,9 @@ pub fn operator_builds() -> anyhow::Result<Vec<OperatorBuild>> {
         let Some((label, path)) = part.split_once('=') else {
             anyhow::bail!("KRAKEN_BENCH_OPERATORS: {part:?} is not label=path");
         };
-        let bin = PathBuf::from(path.trim());
+        let mut words = path.split_whitespace();
+        let bin = PathBuf::from(words.next().unwrap_or_default());
+        let args = words.map(str::to_owned).collect();
         anyhow::ensure!(
             bin.is_file(),
             "KRAKEN_BENCH_OPERATORS: {} is not a file",
@@ -69,6 +75,7 @@ pub fn operator_builds() -> anyhow::Result<Vec<OperatorBuild>> {
         builds.push(OperatorBuild {
             label: label.trim().to_string(),
             bin,
+            args,
         });
     }
     anyhow::ensure!(!builds.is_empty(), "KRAKEN_BENCH_OPERATORS is empty");

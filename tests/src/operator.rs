@@ -64,6 +64,8 @@ pub struct OperatorOptions {
     /// Off: only `operator --kubeconfig K --metrics-addr A` and [`Self::args`], as a
     /// deployment runs it (no `--plugin-dir`, no `--lease-namespace`: the chart test).
     pub standard_args: bool,
+    /// The operator's working directory; `None`: the test's.
+    pub current_dir: Option<PathBuf>,
 }
 
 impl OperatorOptions {
@@ -93,6 +95,7 @@ impl Default for OperatorOptions {
             plugin_dir: None,
             chroot: None,
             standard_args: true,
+            current_dir: None,
         }
     }
 }
@@ -179,6 +182,9 @@ impl Operator {
             cmd.arg("--no-leader-elect");
         }
         cmd.args(&self.opts.args);
+        if let Some(dir) = &self.opts.current_dir {
+            cmd.current_dir(dir);
+        }
         // A provider inherits nothing of the operator's environment unless the admin says so:
         // a test's fixture switches are that opt-in.
         for (key, _) in &self.opts.env {

@@ -98,6 +98,7 @@ impl Bed {
     pub fn start_operator(&mut self, cfg: &Config, build: &OperatorBuild) -> anyhow::Result<()> {
         let mut args = vec!["--concurrency".into(), self.level.to_string()];
         args.extend(cfg.gogc.operator_args());
+        args.extend(build.args.iter().cloned());
         let opts = OperatorOptions {
             label: format!("bench-{}", build.label),
             rust_log: cfg.rust_log.clone(),

@@ -109,7 +109,12 @@ pub fn machine(env: &TestEnv, cfg: &Config) {
         }
     );
     for b in &cfg.operators {
-        println!("- operator build `{}`: {}", b.label, b.bin.display());
+        println!(
+            "- operator build `{}`: {} {}",
+            b.label,
+            b.bin.display(),
+            b.args.join(" ")
+        );
     }
 }
 

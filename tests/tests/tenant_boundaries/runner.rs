@@ -1,6 +1,7 @@
 //! A trusted provider pointed at the operator's own files: `fixture_file` reads any path its
 //! user names, as hashicorp/local's `local_file` does. The tenant names the operator's
-//! kubeconfig, a ServiceAccount token beside it and the operator's `/proc/<pid>/environ`.
+//! kubeconfig, a ServiceAccount token beside it, a file in its working directory, its
+//! `/proc/<pid>/environ` and `/proc/1/environ`.
 //! Under the `local` placement (the default) each read is refused by the runner's sandbox and
 //! nothing of the file reaches the status; under `inProcess` every one is read and shown, which
 //! is what the sandbox prevents.
@@ -19,22 +20,36 @@ const FILES: &str = "datafiles.data.fixture.tf.kraken.dev";
 /// Stands for `/var/run/secrets/kubernetes.io/serviceaccount/token` in a pod.
 const TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.operator-token-do-not-leak";
 
+/// A file only the operator's working directory holds.
+const NOTES: &str = "operator-working-notes-do-not-leak";
+
 #[test]
 fn a_tenant_cannot_read_the_operators_files_through_a_provider() -> anyhow::Result<()> {
-    let bed = FixtureBed::start("runner-local", OperatorOptions::default())?;
-    let result = refused_under_local(&bed);
+    let workdir = kraken_tests::scratch_dir("kraken-operator-cwd-")?;
+    std::fs::write(workdir.path().join("notes.txt"), NOTES)?;
+    let local = OperatorOptions {
+        current_dir: Some(workdir.path().to_path_buf()),
+        ..OperatorOptions::default()
+    };
+    let bed = FixtureBed::start("runner-local", local)?;
+    let result = refused_under_local(&bed, workdir.path());
     bed.finish(result)?;
     let inprocess = OperatorOptions {
         args: vec!["--runner-placement".into(), "inProcess".into()],
+        current_dir: Some(workdir.path().to_path_buf()),
         ..OperatorOptions::default()
     };
     let bed = FixtureBed::start("runner-inprocess", inprocess)?;
-    let result = read_under_inprocess(&bed);
+    let result = read_under_inprocess(&bed, workdir.path());
     bed.finish(result)
 }
 
-/// What the tenant points `fixture_file` at: (object name, path, text the file holds).
-fn targets(bed: &FixtureBed) -> anyhow::Result<Vec<(&'static str, PathBuf, String)>> {
+/// What the tenant points `fixture_file` at: (object name, path, text the file holds; empty
+/// where it is not known: `/proc/1/environ` may be empty).
+fn targets(
+    bed: &FixtureBed,
+    workdir: &Path,
+) -> anyhow::Result<Vec<(&'static str, PathBuf, String)>> {
     let token = plant_token(bed.cp.run_dir())?;
     let pid = bed.op.pid().context("the operator runs")?;
     Ok(vec![
@@ -49,6 +64,8 @@ fn targets(bed: &FixtureBed) -> anyhow::Result<Vec<(&'static str, PathBuf, Strin
             PathBuf::from(format!("/proc/{pid}/environ")),
             "RUST_LOG=".to_owned(),
         ),
+        ("workdir", workdir.join("notes.txt"), NOTES.to_owned()),
+        ("init", PathBuf::from("/proc/1/environ"), String::new()),
     ])
 }
 
@@ -66,7 +83,7 @@ fn file_manifest(ns: &str, name: &str, path: &Path) -> Value {
            "spec": {"forProvider": {"path": path}}})
 }
 
-fn refused_under_local(bed: &FixtureBed) -> anyhow::Result<()> {
+fn refused_under_local(bed: &FixtureBed, workdir: &Path) -> anyhow::Result<()> {
     bind_tenant(bed)?;
     // The data source works: a file in the directory the administrator allowed is read.
     let allowed = bed.ledger_dir().join("allowed.txt");
@@ -79,7 +96,7 @@ fn refused_under_local(bed: &FixtureBed) -> anyhow::Result<()> {
         "{}",
         obj["status"]
     );
-    for (name, path, text) in targets(bed)? {
+    for (name, path, text) in targets(bed, workdir)? {
         apply_as_tenant(bed, &file_manifest(&bed.ns, name, &path))?.map_err(anyhow::Error::msg)?;
         let message = wait_condition(
             &bed.cp,
@@ -92,7 +109,7 @@ fn refused_under_local(bed: &FixtureBed) -> anyhow::Result<()> {
         let obj = bed.cp.get_json(&bed.ns, FILES, name)?;
         let shown = obj.to_string();
         ensure!(
-            !shown.contains(&text),
+            text.is_empty() || !shown.contains(&text),
             "{name}: the file's content reached the object: {shown}"
         );
         ensure!(message.contains(&path.display().to_string()), "{message}");
@@ -100,9 +117,15 @@ fn refused_under_local(bed: &FixtureBed) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_under_inprocess(bed: &FixtureBed) -> anyhow::Result<()> {
+fn read_under_inprocess(bed: &FixtureBed, workdir: &Path) -> anyhow::Result<()> {
     bind_tenant(bed)?;
-    for (name, path, text) in targets(bed)? {
+    for (name, path, text) in targets(bed, workdir)? {
+        // Whether the operator itself may read `/proc/1/environ` depends on the machine (pid 1
+        // may be another user's, or another user namespace's): only its refusal under `local`
+        // is asserted.
+        if text.is_empty() {
+            continue;
+        }
         apply_as_tenant(bed, &file_manifest(&bed.ns, name, &path))?.map_err(anyhow::Error::msg)?;
         let obj = wait_reconciled(&bed.cp, (&bed.ns, FILES, name), CONVERGE)
             .with_context(|| format!("reading {}", path.display()))?;

@@ -74,7 +74,7 @@ impl ClientIdentity {
         pinned_server_cert: Vec<u8>,
     ) -> Result<rustls::ClientConfig, TlsError> {
         let provider = Arc::new(crypto_provider());
-        let verifier = Arc::new(PinnedServerCert {
+        let verifier = Arc::new(PinnedCert {
             cert: pinned_server_cert,
             algorithms: provider.signature_verification_algorithms,
         });
@@ -104,7 +104,7 @@ impl ClientIdentity {
         pinned_client_cert: Vec<u8>,
     ) -> Result<rustls::ServerConfig, TlsError> {
         let provider = Arc::new(crypto_provider());
-        let verifier = Arc::new(PinnedClientCert {
+        let verifier = Arc::new(PinnedCert {
             cert: pinned_client_cert,
             algorithms: provider.signature_verification_algorithms,
         });
@@ -135,14 +135,55 @@ pub fn decode_client_cert_pem(pem: &str) -> Result<Vec<u8>, TlsError> {
         .map_err(TlsError::ServerCertEncoding)
 }
 
-/// Accepts exactly one client certificate (byte-equal), whatever its issuer or validity.
+/// Decode the handshake's certificate field. go-plugin writes it unpadded; accept padding too.
+pub fn decode_server_cert(field: &str) -> Result<Vec<u8>, TlsError> {
+    use base64::Engine as _;
+    let trimmed = field.trim().trim_end_matches('=');
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(trimmed)
+        .map_err(TlsError::ServerCertEncoding)
+}
+
+/// Accepts exactly one certificate (byte-equal), whatever its issuer, name or validity: as the
+/// launcher's check of a plugin's server certificate, and as a runner's check of its
+/// launcher's client certificate.
 #[derive(Debug)]
-struct PinnedClientCert {
+struct PinnedCert {
     cert: Vec<u8>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl rustls::server::danger::ClientCertVerifier for PinnedClientCert {
+impl PinnedCert {
+    fn matches(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        if end_entity.as_ref() == self.cert.as_slice() {
+            Ok(())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    fn tls12(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn tls13(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+}
+
+impl rustls::server::danger::ClientCertVerifier for PinnedCert {
     fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
         &[]
     }
@@ -153,13 +194,8 @@ impl rustls::server::danger::ClientCertVerifier for PinnedClientCert {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.cert.as_slice() {
-            Ok(rustls::server::danger::ClientCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        self.matches(end_entity)
+            .map(|()| rustls::server::danger::ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -168,7 +204,7 @@ impl rustls::server::danger::ClientCertVerifier for PinnedClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+        self.tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -177,7 +213,7 @@ impl rustls::server::danger::ClientCertVerifier for PinnedClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        self.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -185,23 +221,7 @@ impl rustls::server::danger::ClientCertVerifier for PinnedClientCert {
     }
 }
 
-/// Decode the handshake's certificate field. go-plugin writes it unpadded; accept padding too.
-pub fn decode_server_cert(field: &str) -> Result<Vec<u8>, TlsError> {
-    use base64::Engine as _;
-    let trimmed = field.trim().trim_end_matches('=');
-    base64::engine::general_purpose::STANDARD_NO_PAD
-        .decode(trimmed)
-        .map_err(TlsError::ServerCertEncoding)
-}
-
-/// Accepts exactly one certificate, whatever its issuer, name or validity.
-#[derive(Debug)]
-struct PinnedServerCert {
-    cert: Vec<u8>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for PinnedServerCert {
+impl ServerCertVerifier for PinnedCert {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -210,13 +230,8 @@ impl ServerCertVerifier for PinnedServerCert {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.cert.as_slice() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        self.matches(end_entity)
+            .map(|()| ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -225,7 +240,7 @@ impl ServerCertVerifier for PinnedServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+        self.tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -234,7 +249,7 @@ impl ServerCertVerifier for PinnedServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        self.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -288,7 +303,7 @@ mod tests {
 
     #[test]
     fn pinning_rejects_other_certificates() {
-        let v = PinnedServerCert {
+        let v = PinnedCert {
             cert: vec![1, 2, 3],
             algorithms: crypto_provider().signature_verification_algorithms,
         };

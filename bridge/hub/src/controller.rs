@@ -23,7 +23,9 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
 use super::resolve::{Resolution, Sources, resolve};
-use super::watches::{AbortOnDrop, readers, request_changes, retriggered, spawn_pending_gauge};
+use super::watches::{
+    AbortOnDrop, readers, request_changes, retriggered, source_changes, spawn_pending_gauge,
+};
 use super::{
     Failure, Index, ObjectKey, PUBLISHED_AT_ANNOTATION, Parsed, Source, SourceKind, find_cycle,
     parse, reason, values_secret_name,
@@ -244,21 +246,14 @@ pub async fn run(
     .default_backoff()
     .reflect(versions_writer)
     .touched_objects();
-    let cms = watcher(
-        Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
-        cfg.clone(),
-    )
-    .default_backoff()
-    .touched_objects();
+    let cluster_wide = sources_cluster_wide(&client).await;
+    let cms =
+        source_changes::<ConfigMap>(client.clone(), cfg.clone(), reader.clone(), cluster_wide);
     // State Secrets are never referenced (their values reach others through StateDeclarations),
     // and every apply rewrites one: the API server filters them out of this watch.
     let secret_cfg = cfg.fields(&format!("type!={}", kraken_core_kinds::STATE_SECRET_TYPE));
-    let secrets = watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-        secret_cfg,
-    )
-    .default_backoff()
-    .touched_objects();
+    let secrets =
+        source_changes::<Secret>(client.clone(), secret_cfg, reader.clone(), cluster_wide);
     tracing::info!("starting the dependency hub");
     let _pending = spawn_pending_gauge(reader.clone(), hub.metrics.clone());
     let _synced = {
@@ -284,6 +279,36 @@ pub async fn run(
         .graceful_shutdown_on(shutdown);
     kraken_kit::reconciler::drive(controller, hub).await;
     tracing::info!("dependency hub stopped");
+}
+
+/// Whether this identity may watch Secrets and ConfigMaps in every namespace (an administrator's
+/// kubeconfig may; the chart's ServiceAccount may not, it is granted them per namespace).
+async fn sources_cluster_wide(client: &kube::Client) -> bool {
+    use kraken_kit::access::{Access, first_denied};
+    let wanted = [
+        ("secrets", "list"),
+        ("secrets", "watch"),
+        ("configmaps", "list"),
+        ("configmaps", "watch"),
+    ]
+    .map(|(resource, verb)| Access {
+        group: "",
+        resource,
+        verb,
+    });
+    match first_denied(client, &wanted).await {
+        Ok(None) => true,
+        Ok(Some(missing)) => {
+            tracing::info!(%missing, "the hub watches Secrets and ConfigMaps namespace by namespace");
+            false
+        }
+        Err(e) => {
+            tracing::info!(
+                "the hub watches Secrets and ConfigMaps namespace by namespace (could not ask: {e})"
+            );
+            false
+        }
+    }
 }
 
 /// The DependencyRequest controller in the shape every controller has

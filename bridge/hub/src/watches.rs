@@ -105,3 +105,63 @@ pub(super) fn readers<K>(
             .into_iter()
     }
 }
+
+/// How often the namespaces with requests are compared with the running per-namespace watches.
+const NAMESPACES_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The metadata of the `K`s (Secrets, ConfigMaps) that requests may read, as one stream of the
+/// objects touched. With `cluster_wide` one watch over every namespace; otherwise (the chart's
+/// RBAC grants them namespace by namespace, and a cluster-wide watch would need the right to read
+/// every Secret in the cluster) one watch per namespace that holds a request, started when its
+/// first request appears and stopped when its last goes.
+pub(super) fn source_changes<K>(
+    client: Client,
+    cfg: watcher::Config,
+    requests: reflector::Store<DependencyRequest>,
+    cluster_wide: bool,
+) -> futures::stream::BoxStream<'static, Result<PartialObjectMeta<K>, watcher::Error>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    if cluster_wide {
+        return watcher(Api::<PartialObjectMeta<K>>::all(client), cfg)
+            .default_backoff()
+            .touched_objects()
+            .boxed();
+    }
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tokio::spawn(async move {
+        let mut running: std::collections::HashMap<String, AbortOnDrop> = Default::default();
+        while !tx.is_closed() {
+            let wanted: std::collections::BTreeSet<String> = requests
+                .state()
+                .iter()
+                .filter_map(|r| r.namespace())
+                .collect();
+            running.retain(|ns, _| wanted.contains(ns));
+            for ns in wanted {
+                if running.contains_key(&ns) {
+                    continue;
+                }
+                let api = Api::<PartialObjectMeta<K>>::namespaced(client.clone(), &ns);
+                let tx = tx.clone();
+                let events = watcher(api, cfg.clone())
+                    .default_backoff()
+                    .touched_objects();
+                let task = tokio::spawn(events.for_each(move |e| {
+                    let _ = tx.unbounded_send(e);
+                    std::future::ready(())
+                }));
+                running.insert(ns, AbortOnDrop(task));
+            }
+            tokio::time::sleep(NAMESPACES_EVERY).await;
+        }
+    });
+    rx.boxed()
+}

@@ -10,6 +10,7 @@
 //! controller has (the `Reconciler` trait, and the runner that gives each pass its span,
 //! metrics and error policy).
 
+pub mod access;
 pub mod api_limit;
 pub mod conditions;
 pub mod errors;

@@ -101,22 +101,29 @@ pub async fn seal_existing(
     if done {
         return Ok(0);
     }
-    let all: Api<Secret> = Api::all(client.clone());
-    let mut params = ListParams::default()
-        .fields(&format!("type={SECRET_TYPE}"))
-        .limit(500);
     let mut sealed = 0;
-    loop {
-        let page = all.list(&params).await?;
-        for secret in &page.items {
-            if seal_one(client, key, secret).await? {
-                sealed += 1;
+    let mut unread = Vec::new();
+    match seal_listed(client, key, Api::all(client.clone())).await {
+        Ok(n) => sealed = n,
+        // Under the chart the operator may read Secrets only in the namespaces the RBAC
+        // manager granted it, never all at once: each of those, then.
+        Err(e) if is_forbidden(&e) => {
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            for ns in namespaces.list_metadata(&ListParams::default()).await? {
+                let ns = ns.metadata.name.unwrap_or_default();
+                match seal_listed(client, key, Api::namespaced(client.clone(), &ns)).await {
+                    Ok(n) => sealed += n,
+                    Err(e) if is_forbidden(&e) => unread.push(ns),
+                    Err(e) => return Err(e),
+                }
             }
         }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
+        Err(e) => return Err(e),
+    }
+    if !unread.is_empty() {
+        // Not recorded as done: the next start seals what these hold once they are granted.
+        tracing::info!(sealed, unread = %unread.join(", "), "sealed the state Secrets written before sealing, except in namespaces not granted to the operator");
+        return Ok(sealed);
     }
     let stamp = json!({"metadata": {"annotations": {
         SEALED_ANNOTATION: format!("{} ({sealed} sealed)", k8s_openapi::jiff::Timestamp::now()),
@@ -125,6 +132,34 @@ pub async fn seal_existing(
         .await?;
     tracing::info!(sealed, "sealed the state Secrets written before sealing");
     Ok(sealed)
+}
+
+/// Seals every state Secret `api` lists (one namespace, or all); how many it sealed.
+async fn seal_listed(
+    client: &kube::Client,
+    key: &PlanKey,
+    api: Api<Secret>,
+) -> anyhow::Result<usize> {
+    let mut params = ListParams::default()
+        .fields(&format!("type={SECRET_TYPE}"))
+        .limit(500);
+    let mut sealed = 0;
+    loop {
+        let page = api.list(&params).await?;
+        for secret in &page.items {
+            if seal_one(client, key, secret).await? {
+                sealed += 1;
+            }
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(sealed),
+        }
+    }
+}
+
+fn is_forbidden(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 403)
 }
 
 /// Seals one state Secret found by [`seal_existing`] (unless sealed already, or seeded: no

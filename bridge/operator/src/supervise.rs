@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use super::shard::{Published, ShardLink};
 use kraken_core_kinds::KindInfo;
 use kraken_core_kinds::generated::PROVIDER_ANNOTATION;
+use kraken_kit::access::Access;
 use kraken_kit::ring::Ownership;
 use kraken_managed::{Context, run_kind};
 
@@ -35,19 +36,34 @@ struct Kinds {
 
 impl Kinds {
     fn start(&mut self, name: String, kind: KindInfo) {
-        let (tx, mut rx) = watch::channel(false);
+        let (tx, rx) = watch::channel(false);
         if let Some((_, old)) = self.running.insert(name, (kind.clone(), tx)) {
             let _ = old.send(true);
         }
-        let mut all = self.all.clone();
-        let shutdown = async move {
-            tokio::select! {
-                _ = rx.wait_for(|s| *s) => {}
-                _ = all.wait_for(|s| *s) => {}
+        let all = self.all.clone();
+        let shutdown = move || {
+            let (mut rx, mut all) = (rx.clone(), all.clone());
+            async move {
+                tokio::select! {
+                    _ = rx.wait_for(|s| *s) => {}
+                    _ = all.wait_for(|s| *s) => {}
+                }
             }
         };
-        self.tasks
-            .spawn(run_kind(self.ctx.clone(), kind, self.concurrency, shutdown));
+        let ctx = self.ctx.clone();
+        let concurrency = self.concurrency;
+        self.tasks.spawn(async move {
+            // A kind installed a moment ago may not be granted yet (RBAC follows installs):
+            // its controller waits for the grant instead of collecting "forbidden".
+            let label = kind.label();
+            let wanted = needs(&kind);
+            let granted = kraken_kit::access::wait_allowed(&ctx.client, &label, &wanted);
+            tokio::select! {
+                () = granted => {}
+                () = shutdown() => return,
+            }
+            run_kind(ctx, kind, concurrency, shutdown()).await;
+        });
     }
 
     fn stop(&mut self, name: &str, why: &str) {
@@ -72,6 +88,18 @@ impl Kinds {
         // Another replica may have published for the objects this one gained.
         self.ctx.hub_index.forget_published();
     }
+}
+
+/// What a kind's controller does to its objects: the access it waits for before it starts.
+fn needs(kind: &KindInfo) -> Vec<Access<'_>> {
+    let (group, resource) = (kind.resource.group.as_str(), kind.resource.plural.as_str());
+    ["list", "watch", "patch"]
+        .map(|verb| Access {
+            group,
+            resource,
+            verb,
+        })
+        .to_vec()
 }
 
 enum Next<E> {

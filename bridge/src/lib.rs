@@ -31,5 +31,6 @@ pub use kraken_kit as kit;
 pub use kraken_managed as managed;
 pub use kraken_operator as operator;
 pub use kraken_provider as provider;
+pub use kraken_rbac as rbac;
 pub use kraken_source as source;
 pub use kraken_value as value;

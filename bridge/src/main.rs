@@ -9,7 +9,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> std::process::ExitCode {
     let mut cli = kraken_bridge::cli::Cli::from_env();
     // The operator is a long-running service: it logs what it does unless told otherwise.
-    let operator = matches!(cli.command, kraken_bridge::cli::Command::Operator(_));
+    let operator = matches!(
+        cli.command,
+        kraken_bridge::cli::Command::Operator(_) | kraken_bridge::cli::Command::RbacManager(_)
+    );
     kraken_bridge::cli::init_tracing(if operator {
         cli.verbose.max(1)
     } else {

@@ -9,6 +9,9 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::{ApiResource, GroupVersionKind};
 
+/// Label on each CRD a Provider installed: the Provider's name (the RBAC manager grants the
+/// operator the groups of these CRDs while the Provider exists).
+pub const PROVIDER_NAME_LABEL: &str = "kraken.dev/provider-name";
 /// Label `"true"` on a CRD whose Provider was deleted: its kind is not reconciled.
 pub const SUSPENDED_LABEL: &str = "kraken.dev/suspended";
 /// Annotation naming the provider's source address.

@@ -53,9 +53,7 @@ use kraken_provider::{LaunchOptions, Plugin as _, ProviderHost, ProviderSchema};
 
 /// Finalizer on every Provider the operator has installed.
 pub const FINALIZER: &str = "kraken.dev/provider";
-/// Label on each CRD a Provider installed: the Provider's name.
-pub const PROVIDER_NAME_LABEL: &str = "kraken.dev/provider-name";
-pub use kraken_core_kinds::generated::SUSPENDED_LABEL;
+pub use kraken_core_kinds::generated::{PROVIDER_NAME_LABEL, SUSPENDED_LABEL};
 /// Field manager of the CRDs Providers install.
 const FIELD_MANAGER: &str = "kraken-provider";
 

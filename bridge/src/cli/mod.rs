@@ -12,6 +12,7 @@ mod fetch;
 pub mod kubectl;
 mod operator;
 mod plan;
+mod rbac_manager;
 mod runner;
 mod schema;
 
@@ -60,6 +61,10 @@ pub enum Command {
     /// Host one provider process away from the operator (started by the operator).
     #[command(long_about = runner::RUNNER_ABOUT)]
     Runner(runner::RunnerArgs),
+    /// Grant the operator each installed Provider's groups and the tenant namespaces' Secrets
+    /// (the chart runs it beside the operator).
+    #[command(long_about = rbac_manager::RBAC_MANAGER_ABOUT)]
+    RbacManager(rbac_manager::RbacManagerArgs),
     /// The operator's helper: read a provider's schema and generate CRDs, answering in JSON
     /// (a request on stdin, the CRDs on stdout). Not for people.
     #[command(hide = true)]
@@ -174,6 +179,7 @@ impl Cli {
             Command::Convert(args) => convert::run(args).await,
             Command::GenerateCrds => generate_crds().await,
             Command::Runner(args) => return runner::run(args).await,
+            Command::RbacManager(args) => rbac_manager::run(args).await,
         };
         done.map(|()| std::process::ExitCode::SUCCESS)
     }

@@ -48,10 +48,14 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
         n.lines().count()
     );
     cp.create_namespace("kraken-system")?;
-    let help = std::process::Command::new(kraken_bin()?)
-        .args(["operator", "--help"])
-        .output()?;
-    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    // Every flag the chart passes must be one of its subcommands' (operator, rbac-manager).
+    let mut help = String::new();
+    for command in ["operator", "rbac-manager"] {
+        let out = std::process::Command::new(kraken_bin()?)
+            .args([command, "--help"])
+            .output()?;
+        help.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
     for sets in [
         vec![],
         vec![
@@ -131,7 +135,7 @@ fn expect_rendered(rendered: &str, sets: &[&str], help: &str) -> anyhow::Result<
         let name = flag.split('=').next().unwrap_or(flag);
         ensure!(
             help.contains(&format!("--{name}")),
-            "the chart passes --{name}, which `kraken operator` does not know"
+            "the chart passes --{name}, which neither `kraken operator` nor `kraken rbac-manager` knows"
         );
     }
     Ok(())

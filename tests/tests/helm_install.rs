@@ -12,10 +12,19 @@
 //!
 //! The native EC2 path runs under it too: an EC2Instance launched in moto and deleted.
 //!
+//! RBAC follows installs (`helm_install/rbac.rs`): the chart's RBAC manager runs the same way,
+//! with its own ServiceAccount's token. Asked with the operator's token, the API server must
+//! refuse what the operator never needs (Deployments and Secrets in kube-system, Secrets across
+//! namespaces, RBAC writes), and grant a Provider's kinds within seconds of it being Ready and
+//! revoke them once it is gone.
+//!
 //! Then `helm upgrade` (CRDs untouched, the Deployment changed) and `helm uninstall`: the
 //! chart's objects go, the CRDs and every custom resource stay, the cloud objects stay; a
 //! reinstall with `operator.shards=auto` (the operator then runs sharded, under the chart's
 //! Role for its ring of Leases) picks them up again without creating anything twice.
+
+#[path = "helm_install/rbac.rs"]
+mod rbac;
 
 use std::path::Path;
 use std::time::Duration;
@@ -56,10 +65,14 @@ impl Helm<'_> {
     }
 }
 
-/// A kubeconfig for the chart's ServiceAccount: a token from the TokenRequest API, the
+/// A kubeconfig for one of the chart's ServiceAccounts: a token from the TokenRequest API, the
 /// cluster's address and CA from the admin kubeconfig.
-fn service_account_kubeconfig(cp: &ControlPlane, dir: &Path) -> anyhow::Result<std::path::PathBuf> {
-    let token = cp.kubectl(&["-n", SYSTEM, "create", "token", RELEASE, "--duration=2h"])?;
+fn service_account_kubeconfig(
+    cp: &ControlPlane,
+    dir: &Path,
+    account: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    let token = cp.kubectl(&["-n", SYSTEM, "create", "token", account, "--duration=2h"])?;
     let admin = std::fs::read_to_string(cp.kubeconfig())?;
     let field = |key: &str| -> anyhow::Result<String> {
         admin
@@ -77,7 +90,7 @@ fn service_account_kubeconfig(cp: &ControlPlane, dir: &Path) -> anyhow::Result<s
         "contexts": [{"name": "kraken-sa", "context": {"cluster": "test", "user": "kraken-sa"}}],
         "current-context": "kraken-sa",
     });
-    let path = dir.join("kraken-sa.kubeconfig");
+    let path = dir.join(format!("{account}.kubeconfig"));
     std::fs::write(&path, config.to_string())?;
     Ok(path)
 }
@@ -262,6 +275,18 @@ impl Release<'_> {
     }
 }
 
+/// Waits until the Provider `name` is Ready (Installed).
+fn wait_provider_ready(cp: &ControlPlane, name: &str) -> anyhow::Result<()> {
+    wait_for(CONVERGE, &format!("Provider {name} installed"), || {
+        let p = cp.get_json("", "providers.core.kraken.dev", name)?;
+        let ready = kraken_tests::operator::condition(&p, "Ready");
+        match ready {
+            Some((s, r, _)) if s == "True" && r == "Installed" => Ok(Some(())),
+            other => bail!("Ready {other:?}"),
+        }
+    })
+}
+
 /// The resourceVersion of the Provider CRD: changed by any write to it.
 fn crd_version(cp: &ControlPlane) -> anyhow::Result<String> {
     cp.kubectl(&[
@@ -304,21 +329,30 @@ fn the_chart_installs_and_the_operator_works_under_its_own_identity() -> anyhow:
     let crds_before = crd_version(&cp)?;
 
     let cache = scratch.path().join("plugins");
-    let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
+    let kubeconfig = service_account_kubeconfig(&cp, scratch.path(), RELEASE)?;
+    let manager_kubeconfig = service_account_kubeconfig(&cp, scratch.path(), rbac::MANAGER)?;
+    let manager = rbac::start(&cp, &manager_kubeconfig, "first")?;
+    rbac::operator_is_confined(&kubeconfig)?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "first")?;
-    let result = works_under_its_own_identity(&cp, &op, &ledger_dir);
+    let result = works_under_its_own_identity(&cp, &op, &kubeconfig, &ledger_dir)
+        .and_then(|()| rbac::follows_an_install_and_its_removal(&cp, &kubeconfig))
+        .and_then(|()| rbac::operator_is_confined(&kubeconfig))
+        .and_then(|()| no_forbidden(&op));
     let result = result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60));
-    result?;
+    result.map_err(|e| anyhow::anyhow!("{e:#}\n--- rbac-manager ---\n{}", manager.tail(40)))?;
     upgrade_follows_the_values(&release, &crds_before)?;
     let events_before = ledger::event_log(&ledger_dir)?.len();
     release.helm.run(&["uninstall", RELEASE, "-n", SYSTEM])?;
     drop(op);
+    drop(manager);
     expect_uninstall_leaves_what_is_not_its_own(&cp, &ledger_dir)?;
 
     // Reinstalled, sharded this time (the chart's Role then also lets it list and delete
     // Leases): a new operator adopts what is there, nothing created or changed twice.
     release.install(&["operator.shards=auto", &allow_ledger])?;
-    let kubeconfig = service_account_kubeconfig(&cp, scratch.path())?;
+    let kubeconfig = service_account_kubeconfig(&cp, scratch.path(), RELEASE)?;
+    let manager_kubeconfig = service_account_kubeconfig(&cp, scratch.path(), rbac::MANAGER)?;
+    let _manager = rbac::start(&cp, &manager_kubeconfig, "again")?;
     let op = start_as_deployed(&cp, &kubeconfig, &cache, "again")?;
     let result = reinstalled_adopts_what_is_there(&cp, &op, &ledger_dir, events_before);
     result.map_err(|e| with_log_tails(e, &[("operator", &op)], 60))
@@ -358,6 +392,7 @@ fn expect_the_release_objects(release: &Release<'_>) -> anyhow::Result<()> {
 fn works_under_its_own_identity(
     cp: &ControlPlane,
     op: &Operator,
+    operator_kubeconfig: &Path,
     ledger_dir: &Path,
 ) -> anyhow::Result<()> {
     // A Provider with no mirror of its own installs from the chart's providerMirror.
@@ -368,15 +403,19 @@ fn works_under_its_own_identity(
         "spec": {"source": FIXTURE_ADDRESS, "version": "1.0.0", "resources": ["fixture_object"]}})
         .to_string(),
     )?;
-    wait_for(CONVERGE, "Provider fixture installed", || {
-        let p = cp.get_json("", "providers.core.kraken.dev", "fixture")?;
-        let ready = kraken_tests::operator::condition(&p, "Ready");
-        match ready {
-            Some((s, r, _)) if s == "True" && r == "Installed" => Ok(Some(())),
-            other => bail!("Ready {other:?}"),
-        }
-    })?;
+    wait_provider_ready(cp, "fixture")?;
+    // RBAC follows the install: the fixture's kinds, and the new namespace's Secrets.
+    let granted = rbac::until_granted(operator_kubeconfig, "patch", OBJECTS, "default")?;
+    println!(
+        "fixture: the operator may patch its kinds {} ms after the Provider is Ready",
+        granted.as_millis()
+    );
     cp.create_namespace(TEAM)?;
+    let granted = rbac::until_granted(operator_kubeconfig, "get", "secrets", TEAM)?;
+    println!(
+        "{TEAM}: the operator may read its Secrets {} ms after it was created",
+        granted.as_millis()
+    );
     cp.apply_yaml(TEAM, &yaml_documents(&scenario(ledger_dir)))?;
     let first = reconciled(cp, OBJECTS, "first")?;
     let second = reconciled(cp, OBJECTS, "second")?;
@@ -402,6 +441,23 @@ fn works_under_its_own_identity(
         "the ledger holds {}",
         ledger::live_objects(ledger_dir)
     );
+    // A change of the Secret reaches the object: the hub's watch of Secrets, which under the
+    // chart's RBAC runs namespace by namespace.
+    let writes = ledger::event_log(ledger_dir)?.len();
+    cp.kubectl(&[
+        "-n",
+        TEAM,
+        "patch",
+        "secret",
+        "creds",
+        "--type=merge",
+        "-p",
+        r#"{"stringData":{"password":"rotated-in-the-secret"}}"#,
+    ])?;
+    wait_for(CONVERGE, "the rotated password applied", || {
+        let log = ledger::event_log(ledger_dir)?;
+        Ok((log.len() > writes && log[writes..].iter().any(|e| e.name == "first")).then_some(()))
+    })?;
     let lease = cp.get_json(SYSTEM, "leases.coordination.k8s.io", RELEASE)?;
     ensure!(
         lease["spec"]["holderIdentity"]

@@ -20,3 +20,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "kraken.operatorUser" -}}
 system:serviceaccount:{{ .Release.Namespace }}:{{ include "kraken.name" . }}
 {{- end -}}
+{{- /* The RBAC manager's pods: a name of their own, so the operator's selector never
+matches them. */ -}}
+{{- define "kraken.rbacManagerSelector" -}}
+app.kubernetes.io/name: kraken-rbac-manager
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}

@@ -23,6 +23,8 @@
 //! reinstall with `operator.shards=auto` (the operator then runs sharded, under the chart's
 //! Role for its ring of Leases) picks them up again without creating anything twice.
 
+#[path = "helm_install/ec2.rs"]
+mod ec2;
 #[path = "helm_install/rbac.rs"]
 mod rbac;
 
@@ -152,55 +154,6 @@ fn reconciled(cp: &ControlPlane, resource: &str, name: &str) -> anyhow::Result<V
             bail!("{}", describe(&obj))
         }
     })
-}
-
-/// The native EC2 path under the chart's identity: an AwsConfig with credentials from a
-/// Secret, an EC2Instance launched in moto (seen there, not through Kraken), then deleted and
-/// its instance terminated.
-fn native_ec2(cp: &ControlPlane) -> anyhow::Result<()> {
-    use kraken_tests::moto::{AMI, Ec2Probe, Moto, REGION};
-    let moto = Moto::start(cp.run_dir())?;
-    let probe = Ec2Probe::new(&moto.endpoint())?;
-    let docs = [
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-creds", "namespace": TEAM},
-               "stringData": {"accessKeyId": "testing", "secretAccessKey": "testing"}}),
-        json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "AwsConfig",
-               "metadata": {"name": "moto", "namespace": TEAM},
-               "spec": {"region": REGION, "endpoint": moto.endpoint(), "credentials": {
-                   "accessKeyIdSecretRef": {"name": "aws-creds", "key": "accessKeyId"},
-                   "secretAccessKeySecretRef": {"name": "aws-creds", "key": "secretAccessKey"}}}}),
-        json!({"apiVersion": "aws.kraken.dev/v1alpha1", "kind": "EC2Instance",
-               "metadata": {"name": "vm", "namespace": TEAM},
-               "spec": {"awsConfigRef": {"name": "moto"}, "imageId": AMI,
-                        "instanceType": "t3.micro", "count": 1}}),
-    ];
-    cp.apply_yaml(TEAM, &yaml_documents(&docs))?;
-    let ec2 = "ec2instances.aws.kraken.dev";
-    let vm = reconciled(cp, ec2, "vm")?;
-    let uid = vm["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let live = probe.owned_live(&uid)?;
-    ensure!(
-        live.len() == 1 && live[0].state == "running" && live[0].image_id == AMI,
-        "moto holds {live:?}"
-    );
-    cp.kubectl(&["-n", TEAM, "delete", ec2, "vm", "--wait=false"])?;
-    wait_for(
-        CONVERGE,
-        "the EC2Instance gone and its instance terminated",
-        || {
-            let gone = cp.get_json_opt(TEAM, ec2, "vm")?.is_none();
-            let left = probe.owned_live(&uid)?.len();
-            if gone && left == 0 {
-                Ok(Some(()))
-            } else {
-                bail!("object gone: {gone}, live instances: {left}")
-            }
-        },
-    )?;
-    Ok(())
 }
 
 fn no_forbidden(op: &Operator) -> anyhow::Result<()> {
@@ -441,23 +394,7 @@ fn works_under_its_own_identity(
         "the ledger holds {}",
         ledger::live_objects(ledger_dir)
     );
-    // A change of the Secret reaches the object: the hub's watch of Secrets, which under the
-    // chart's RBAC runs namespace by namespace.
-    let writes = ledger::event_log(ledger_dir)?.len();
-    cp.kubectl(&[
-        "-n",
-        TEAM,
-        "patch",
-        "secret",
-        "creds",
-        "--type=merge",
-        "-p",
-        r#"{"stringData":{"password":"rotated-in-the-secret"}}"#,
-    ])?;
-    wait_for(CONVERGE, "the rotated password applied", || {
-        let log = ledger::event_log(ledger_dir)?;
-        Ok((log.len() > writes && log[writes..].iter().any(|e| e.name == "first")).then_some(()))
-    })?;
+    rbac::a_rotated_secret_reaches_its_object(cp, ledger_dir)?;
     let lease = cp.get_json(SYSTEM, "leases.coordination.k8s.io", RELEASE)?;
     ensure!(
         lease["spec"]["holderIdentity"]
@@ -468,7 +405,7 @@ fn works_under_its_own_identity(
     );
     let events = cp.kubectl(&["-n", TEAM, "get", "events", "-o", "name"])?;
     ensure!(!events.trim().is_empty(), "no Events recorded in {TEAM}");
-    native_ec2(cp)?;
+    ec2::native_ec2(cp)?;
     no_forbidden(op)?;
     Ok(())
 }

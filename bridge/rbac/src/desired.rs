@@ -102,9 +102,14 @@ pub fn desired(
 
 /// Whether `group` is one a Provider's role may name: `<something>.tf.kraken.dev`.
 pub fn grantable(group: &str) -> bool {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
     group
         .strip_suffix(GRANTABLE_SUFFIX)
-        .is_some_and(|head| !head.is_empty() && !head.starts_with('.'))
+        .is_some_and(|head| head.split('.').all(label))
 }
 
 /// One rule per group: its kinds and their status, with [`MANAGED_VERBS`].

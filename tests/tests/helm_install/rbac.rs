@@ -200,3 +200,29 @@ pub fn follows_an_install_and_its_removal(
     );
     Ok(())
 }
+
+/// A change of a Secret reaches the object that takes a value from it: the hub's watch of
+/// Secrets, which under the chart's RBAC runs namespace by namespace.
+pub fn a_rotated_secret_reaches_its_object(
+    cp: &ControlPlane,
+    ledger_dir: &Path,
+) -> anyhow::Result<()> {
+    let writes = kraken_tests::ledger::event_log(ledger_dir)?.len();
+    let rotated = r#"{"stringData":{"password":"rotated-in-the-secret"}}"#;
+    cp.kubectl(&[
+        "-n",
+        TEAM,
+        "patch",
+        "secret",
+        "creds",
+        "--type=merge",
+        "-p",
+        rotated,
+    ])?;
+    wait_for(CONVERGE, "the rotated password applied", || {
+        let log = kraken_tests::ledger::event_log(ledger_dir)?;
+        let applied = log.len() > writes && log[writes..].iter().any(|e| e.name == "first");
+        Ok(applied.then_some(()))
+    })?;
+    Ok(())
+}

@@ -127,7 +127,8 @@ Commands:
                    --only builds just the peers named (the others are neither built nor
                    required; those an earlier install built still go into the env file, the
                    rest are left out of it) and skips the terraform init check. PEERs: etcd,
-                   kube-apiserver, kubectl, helm, terraform, moto, random, time, null, fixture,
+                   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler, helm,
+                   terraform, moto, random, time, null, fixture,
                    aws (hashicorp/aws, built by scripts/aws-schema.sh: about 23 minutes of 2
                    cores and 8.6 GB of memory the first time);
                    groups: control-plane (etcd, kube-apiserver, kubectl), providers (random,

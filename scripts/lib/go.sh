@@ -101,7 +101,8 @@ upstream_replaces() {
 #                  (FORK equal to MODULE means no fork).
 #   --gomod GOMOD  the go.mod of the source, already downloaded (and checked) by the caller;
 #                  default: gomod_of.
-# A directory without the .ready stamp (an interrupted earlier attempt) is made again from scratch.
+# A directory without the .ready stamp (an interrupted earlier attempt), or whose stamp names
+# other packages, is made again from scratch.
 prepare_wrapper() {
 	local gomod="" source=""
 	while (($#)); do
@@ -113,7 +114,8 @@ prepare_wrapper() {
 	done
 	local dir=$1 module=$2 version=$3 staging=$4 replaces pkg
 	shift 4
-	[[ -f $dir/.ready ]] && return 0
+	# The stamp holds the packages the wrapper was made for: a wrapper asked for more is made again.
+	[[ -f $dir/.ready && $(<"$dir/.ready") == "$*" ]] && return 0
 	[[ $source != "$module" ]] || source=""
 	rm -rf "$dir"
 	mkdir -p "$dir"
@@ -146,7 +148,7 @@ prepare_wrapper() {
 		printf ')\n'
 	} >"$dir/tools.go"
 	(cd "$dir" && "$GO_CMD" mod tidy)
-	touch "$dir/.ready"
+	printf '%s' "$*" >"$dir/.ready"
 }
 
 # go_build [--timed] DIR PKG OUT [LDFLAGS]: builds PKG inside wrapper DIR into OUT (atomically, so

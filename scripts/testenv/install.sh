@@ -15,13 +15,13 @@ FAILED=()   # peers that failed (install exits non-zero)
 SKIPPED=()  # optional peers that were left out, with the reason
 
 # The peers `install --only` accepts, and its shorthands for groups of them.
-PEERS=(etcd kube-apiserver kubectl helm terraform moto random time null fixture aws)
+PEERS=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler helm terraform moto random time null fixture aws)
 declare -A PEER_GROUPS=(
 	[control-plane]="etcd kube-apiserver kubectl"
 	[providers]="random time null fixture"
 	[demo]="etcd kube-apiserver kubectl moto random time"
 	# Everything but hashicorp/aws, which scripts/test.sh builds beside it in the background.
-	[base]="etcd kube-apiserver kubectl helm terraform moto random time null fixture"
+	[base]="etcd kube-apiserver kubectl kube-controller-manager kube-scheduler helm terraform moto random time null fixture"
 )
 ONLY="" # with --only: the peers to build, as ",a,b,"; empty: all of them
 
@@ -200,6 +200,10 @@ cmd_install() {
 	record_peer kube-apiserver
 	ensure_built kubectl "$K8S_VERSION" build_kubectl
 	record_peer kubectl
+	ensure_built kube-controller-manager "$K8S_VERSION" build_kube_controller_manager "$slow"
+	record_peer kube-controller-manager
+	ensure_built kube-scheduler "$K8S_VERSION" build_kube_scheduler
+	record_peer kube-scheduler
 	ensure_built etcd "$ETCD_VERSION" build_etcd
 	record_peer etcd
 	ensure_built helm "$HELM_VERSION" build_helm "$slow"
@@ -302,6 +306,12 @@ cmd_install() {
 		fi
 		if [[ -n ${have[kubectl]:-} ]]; then
 			kvs+=("KRAKEN_TEST_KUBECTL=$BIN_DIR/kubectl-$K8S_VERSION")
+		fi
+		if [[ -n ${have[kube-controller-manager]:-} ]]; then
+			kvs+=("KRAKEN_TEST_KUBE_CONTROLLER_MANAGER=$BIN_DIR/kube-controller-manager-$K8S_VERSION")
+		fi
+		if [[ -n ${have[kube-scheduler]:-} ]]; then
+			kvs+=("KRAKEN_TEST_KUBE_SCHEDULER=$BIN_DIR/kube-scheduler-$K8S_VERSION")
 		fi
 		if [[ -n ${have[kube-apiserver]:-}${have[kubectl]:-} ]]; then
 			kvs+=("KRAKEN_TEST_KUBE_VERSION=${K8S_VERSION#v}")

@@ -13,7 +13,8 @@ k8s_wrapper() {
 	local minor_patch=${K8S_VERSION#v1.}
 	# Staging modules are published as v0.<minor>.<patch> alongside k8s.io/kubernetes v1.<minor>.<patch>.
 	prepare_wrapper "$SRC_DIR/k8s-$K8S_VERSION" k8s.io/kubernetes "$K8S_VERSION" "v0.$minor_patch" \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
+		k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 }
 
 # The version that /version reports and kubectl prints; without it both say v0.0.0-master,
@@ -36,6 +37,19 @@ build_kube_apiserver() {
 build_kubectl() {
 	k8s_wrapper
 	go_build "$SRC_DIR/k8s-$K8S_VERSION" k8s.io/kubernetes/cmd/kubectl "$1" "$(k8s_ldflags)"
+}
+
+# The controllers (Deployments, ReplicaSets, ServiceAccounts, garbage collection, Namespaces)
+# and the scheduler, for the tests whose Pods a test kubelet runs (tests/src/kubelet.rs). There
+# is no kubelet: these two make Deployments, scheduling and bound ServiceAccount tokens real.
+build_kube_controller_manager() {
+	k8s_wrapper
+	go_build "$SRC_DIR/k8s-$K8S_VERSION" k8s.io/kubernetes/cmd/kube-controller-manager "$1" "$(k8s_ldflags)"
+}
+
+build_kube_scheduler() {
+	k8s_wrapper
+	go_build "$SRC_DIR/k8s-$K8S_VERSION" k8s.io/kubernetes/cmd/kube-scheduler "$1" "$(k8s_ldflags)"
 }
 
 build_etcd() {

@@ -12,6 +12,7 @@ pub mod chaos;
 mod control_plane;
 pub mod delay_proxy;
 pub mod image;
+pub mod kubelet;
 pub mod ledger;
 pub mod moto;
 pub mod operator;

@@ -67,6 +67,8 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
             "networkPolicy.apiServerCIDRs={10.0.0.1/32}",
             "aws.endpoints={http://127.0.0.1:*}",
             "operator.providerEnv={HTTPS_PROXY}",
+            "rbacManager.tenantNamespaces=kraken.dev/tenant=true",
+            "rbacManager.excludeNamespaces={kube-system,platform}",
         ],
     ] {
         let rendered = helm_template(&sets)?;
@@ -127,7 +129,22 @@ fn expect_rendered(rendered: &str, sets: &[&str], help: &str) -> anyhow::Result<
             "no PVC with persistence"
         );
         ensure!(rendered.contains("--provider-mirror=https://mirror.example/"));
+        ensure!(rendered.contains("--tenant-namespaces=kraken.dev/tenant=true"));
+        ensure!(
+            rendered.contains("--exclude-namespace=platform"),
+            "rbacManager.excludeNamespaces not passed on"
+        );
     }
+    // The operator's own ClusterRole grants no group wholesale: what it needs beyond Kraken's
+    // fixed groups follows installs (the RBAC manager).
+    let wholesale = rendered
+        .split("\n---")
+        .filter(|doc| doc.contains("\nkind: ClusterRole\n"))
+        .any(|doc| doc.contains("apiGroups: [\"*\"]"));
+    ensure!(
+        !wholesale,
+        "a ClusterRole of the chart grants every API group"
+    );
     for flag in rendered
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- --"))

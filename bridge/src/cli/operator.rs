@@ -207,7 +207,7 @@ fn parse_lease_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub(super) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     crate::kit::time::parse_duration(s)
         .ok_or_else(|| format!("invalid duration {s:?} (e.g. 10m, 90s, 1h30m)"))
 }

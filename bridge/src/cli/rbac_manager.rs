@@ -49,7 +49,7 @@ pub struct RbacManagerArgs {
     #[arg(long, value_name = "NAME")]
     pub exclude_namespace: Vec<String>,
     /// A full pass at least this often, whatever the watches say.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5m", value_parser = super::operator::parse_duration, value_name = "DURATION")]
     pub resync: std::time::Duration,
 }
 
@@ -62,11 +62,6 @@ fn parse_account(s: &str) -> Result<(String, String), String> {
             "{s:?} is not NAMESPACE/NAME (e.g. kraken-system/kraken)"
         )),
     }
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::kit::time::parse_duration(s)
-        .ok_or_else(|| format!("invalid duration {s:?} (e.g. 5m, 90s)"))
 }
 
 pub async fn run(args: RbacManagerArgs) -> anyhow::Result<()> {

@@ -14,9 +14,13 @@
 //!   ServiceAccount, bound to the Pod (unless `automountServiceAccountToken: false`), so the
 //!   real API server decides what the process may do;
 //! - volumes are directories of the Pod's own: `projected` ServiceAccount tokens (with their
-//!   audience: what IRSA mounts), Secrets and `emptyDir`; an environment value under a
-//!   volume's `mountPath` is rewritten to that directory (the process has no mount namespace);
-//! - the Pod's status says Running and Ready once the process started (`podIP` 127.0.0.1);
+//!   audience: what IRSA mounts), Secrets and `emptyDir`; an environment value or argument
+//!   under a volume's `mountPath` is rewritten to that directory (the process has no mount
+//!   namespace);
+//! - `$(VAR)` in `command` and `args` is the container's variable, as a kubelet expands it;
+//! - each Pod has an address of its own on loopback (`podIP` 127.1.x.y, also in `fieldRef:
+//!   status.podIP`), so two Pods may serve on the same port;
+//! - the Pod's status says Running and Ready once the process started;
 //!   a process that exits is started again (the Pod's `restartCount` counts it);
 //! - a Pod being deleted has its process stopped (SIGTERM, then SIGKILL after its grace
 //!   period, at most 10 s) and is then removed, as a kubelet confirms a deletion.
@@ -74,6 +78,8 @@ struct Launch {
     binary: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// The Pod's address on loopback.
+    ip: String,
 }
 
 type Table = Arc<Mutex<HashMap<(String, String), Running>>>;
@@ -81,6 +87,10 @@ type Table = Arc<Mutex<HashMap<(String, String), Running>>>;
 /// The test kubelet: a thread with a runtime of its own, stopped (its processes killed) on drop.
 pub struct TestKubelet {
     pods_dir: PathBuf,
+    /// Where the Pods' volumes are: a short path (a unix socket's path has at most 107 bytes,
+    /// and a provider makes its socket in its work volume, as its container's short mount
+    /// paths allow).
+    _volumes: tempfile::TempDir,
     table: Table,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -96,7 +106,7 @@ impl Drop for TestKubelet {
         }
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         for (_, run) in table.iter_mut() {
-            let _ = run.child.kill();
+            kill_group(&run.child, "KILL");
             let _ = run.child.wait();
         }
     }
@@ -107,6 +117,7 @@ impl TestKubelet {
     pub fn start(cp: &ControlPlane, images: Images) -> anyhow::Result<Self> {
         let pods_dir = cp.run_dir().join("pods");
         std::fs::create_dir_all(&pods_dir)?;
+        let volumes = tempfile::Builder::new().prefix("ktk-").tempdir_in("/tmp")?;
         let kubeconfig = cp.kubeconfig().to_path_buf();
         let api_server = api_server_of(&kubeconfig)?;
         let ca = cp.run_dir().join("pki").join("ca.crt");
@@ -116,9 +127,11 @@ impl TestKubelet {
         let node = NodeLoop {
             images,
             pods_dir: pods_dir.clone(),
+            volumes_dir: volumes.path().to_path_buf(),
             api_server,
             ca,
             table: table.clone(),
+            addresses: Default::default(),
         };
         let thread = std::thread::Builder::new()
             .name("test-kubelet".into())
@@ -157,6 +170,7 @@ impl TestKubelet {
             .context("the test kubelet did not start")??;
         Ok(Self {
             pods_dir,
+            _volumes: volumes,
             table,
             stop: Some(stop),
             thread: Some(thread),
@@ -189,7 +203,7 @@ impl TestKubelet {
         let run = table
             .get_mut(&(namespace.to_owned(), name.to_owned()))
             .with_context(|| format!("no process for Pod {namespace}/{name}"))?;
-        run.child.kill()?;
+        kill_group(&run.child, "KILL");
         Ok(())
     }
 }
@@ -206,12 +220,23 @@ fn api_server_of(kubeconfig: &Path) -> anyhow::Result<String> {
 struct NodeLoop {
     images: Images,
     pods_dir: PathBuf,
+    volumes_dir: PathBuf,
     api_server: String,
     ca: PathBuf,
     table: Table,
+    /// Pod addresses handed out so far.
+    addresses: std::sync::atomic::AtomicU32,
 }
 
 impl NodeLoop {
+    /// A loopback address no other Pod of this kubelet has: 127.1.x.y, y in 2..=251.
+    fn next_ip(&self) -> String {
+        let n = self
+            .addresses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("127.1.{}.{}", (n / 250) % 256, n % 250 + 2)
+    }
+
     async fn run(self, client: kube::Client) {
         let pods: Api<Pod> = Api::all(client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={NODE}"));
@@ -333,6 +358,7 @@ impl NodeLoop {
         };
         let child = spawn(&launch, &dir)?;
         let pid = child.id();
+        let ip = launch.ip.clone();
         self.table.lock().unwrap_or_else(|e| e.into_inner()).insert(
             key,
             Running {
@@ -344,7 +370,7 @@ impl NodeLoop {
                 spec: launch,
             },
         );
-        report_running(client, &pod, 0).await?;
+        report_running(client, &pod, 0, &ip).await?;
         eprintln!("test kubelet: started Pod {ns}/{name} (pid {pid})");
         Ok(())
     }
@@ -364,16 +390,21 @@ impl NodeLoop {
                         run.child = child;
                         run.restarts += 1;
                         run.started = Instant::now();
-                        restarted.push((ns.clone(), name.clone(), run.restarts));
+                        restarted.push((
+                            ns.clone(),
+                            name.clone(),
+                            run.restarts,
+                            run.spec.ip.clone(),
+                        ));
                     }
                     Err(e) => eprintln!("test kubelet: restarting {ns}/{name}: {e:#}"),
                 }
             }
         }
-        for (ns, name, restarts) in restarted {
+        for (ns, name, restarts, ip) in restarted {
             let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
             if let Ok(pod) = api.get(&name).await {
-                let _ = report_running(client, &pod, restarts).await;
+                let _ = report_running(client, &pod, restarts, &ip).await;
             }
         }
     }
@@ -384,7 +415,11 @@ fn spawn(launch: &Launch, dir: &Path) -> anyhow::Result<Child> {
         .create(true)
         .append(true)
         .open(dir.join("container.log"))?;
+    use std::os::unix::process::CommandExt as _;
     Command::new(&launch.binary)
+        // A group of its own: a crash or stop ends every process of the "container", as a
+        // container's end does (a provider its runner started included).
+        .process_group(0)
         .args(&launch.args)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
@@ -396,11 +431,16 @@ fn spawn(launch: &Launch, dir: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("starting {}", launch.binary.display()))
 }
 
-/// SIGTERM, then SIGKILL after `grace`.
-async fn stop(mut child: Child, grace: Duration) {
+/// Sends `signal` to the process group `child` leads.
+fn kill_group(child: &Child, signal: &str) {
     let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([&format!("-{signal}"), "--", &format!("-{}", child.id())])
         .status();
+}
+
+/// SIGTERM, then SIGKILL after `grace` (to the whole group).
+async fn stop(mut child: Child, grace: Duration) {
+    kill_group(&child, "TERM");
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if matches!(child.try_wait(), Ok(Some(_))) {
@@ -408,6 +448,6 @@ async fn stop(mut child: Child, grace: Duration) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = child.kill();
+    kill_group(&child, "KILL");
     let _ = child.wait();
 }

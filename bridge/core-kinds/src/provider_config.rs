@@ -128,13 +128,27 @@ pub struct ProviderConfigSpec {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RunnerSpec {
-    /// inProcess (a child of the operator: the operator's files, token and network) or local
+    /// inProcess (a child of the operator: the operator's files, token and network), local
     /// (a kraken runner in a Landlock sandbox on the operator's machine: its own package, the
-    /// system files and a private directory only). A ProviderConfig may ask for more
-    /// confinement than the operator's default, never less. Unset: the operator's default.
+    /// system files and a private directory only) or pods (a runner Deployment in this
+    /// namespace, under a ServiceAccount of this namespace, shared by every operator replica).
+    /// A ProviderConfig may ask for more confinement than the operator's default, never less.
+    /// Unset: the operator's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+
+    /// pods placement only: the ServiceAccount of this namespace the runner runs as, e.g. one
+    /// annotated with a cloud role (IRSA, workload identity), so the provider acts as this
+    /// namespace in the cloud. It must be one an administrator allowed in the Namespace's
+    /// annotation kraken.dev/runner-service-accounts (a comma-separated list). Unset:
+    /// kraken-runner, which Kraken makes with no RBAC and no token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
+
+/// On a Namespace, set by administrators: the ServiceAccounts (comma-separated names) a
+/// ProviderConfig's `spec.runner.serviceAccountName` may name there.
+pub const RUNNER_SERVICE_ACCOUNTS_ANNOTATION: &str = "kraken.dev/runner-service-accounts";
 
 /// Where a provider process runs, from least to most confined.
 #[derive(
@@ -158,6 +172,11 @@ pub enum Placement {
     /// package and the system files, writes only its private directory, and reaches the
     /// operator over mutual TLS.
     Local,
+    /// A runner Deployment in the ProviderConfig's namespace, under its own ServiceAccount
+    /// (no token unless one is named), behind a NetworkPolicy that keeps it from the cloud's
+    /// metadata endpoint and the API server; every operator replica connects to it over
+    /// mutual TLS.
+    Pods,
 }
 
 impl Placement {
@@ -165,6 +184,7 @@ impl Placement {
         match self {
             Self::InProcess => "inProcess",
             Self::Local => "local",
+            Self::Pods => "pods",
         }
     }
 }

@@ -134,7 +134,7 @@ pub async fn fetch_recorded(
     cache: &std::path::Path,
     mirror: Option<&str>,
     ca_certs: &[std::path::PathBuf],
-) -> Result<(), String> {
+) -> Result<std::path::PathBuf, String> {
     let name = p.metadata.name.as_deref().unwrap_or_default();
     let status = p.status.clone().unwrap_or_default();
     let provider: fetch::ProviderAddress = status
@@ -176,7 +176,14 @@ pub async fn fetch_recorded(
         };
         let progress = fetch::TerminalProgress::for_stderr(&format!("{provider}"));
         match installer.install(&request, progress.as_ref()).await {
-            Ok(_) => return Ok(()),
+            Ok(installed) => {
+                return installed.executable.ok_or_else(|| {
+                    format!(
+                        "Provider {name}: the package {provider} {} holds no provider executable",
+                        locked.version
+                    )
+                });
+            }
             Err(e) => failures.push(format!(
                 "from {}: {}",
                 place.unwrap_or("its registry"),

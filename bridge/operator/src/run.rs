@@ -58,6 +58,8 @@ pub struct Options {
     pub allow_provider_plaintext: bool,
     /// Where provider processes run (`--runner-*`).
     pub placements: kraken_source::placement::Placements,
+    /// The Secret (in `lease_namespace`) of the client certificate `pods` runners accept.
+    pub runner_client_secret: String,
     /// How long provider RPCs may take (`--provider-apply-timeout`, `--provider-rpc-timeout`).
     pub provider_deadlines: kraken_provider::Deadlines,
     /// What EC2Instances may do with the operator's standing (`--aws-*`).
@@ -120,6 +122,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     kraken_managed::seal::seal_existing(&client, &opts.lease_namespace, &plan_key)
         .await
         .context("sealing the state Secrets written before states were sealed")?;
+    let opts = with_runner_identity(opts, &client).await?;
     let wiring = wire(&opts, &client, (&metrics, &ready), &pool, plan_key);
     if opts.shards {
         run_sharded(&opts, &leases, &wiring, &ready).await;
@@ -142,6 +145,22 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     tracing::info!("shutting down provider processes");
     pool.shutdown_all().await;
     Ok(())
+}
+
+/// `opts` with the client certificate `pods` runners accept, when the placement is offered.
+async fn with_runner_identity(mut opts: Options, client: &kube::Client) -> anyhow::Result<Options> {
+    if let Some(settings) = opts.placements.pods.as_mut() {
+        let identity = kraken_source::pods::operator_identity(
+            client,
+            &opts.lease_namespace,
+            &opts.runner_client_secret,
+        )
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("the client certificate of pods runners")?;
+        Arc::make_mut(settings).identity = Some(Arc::new(identity));
+    }
+    Ok(opts)
 }
 
 /// Builds what the controllers share: the kit, the provider source, the hub's index.

@@ -39,6 +39,9 @@ pub(super) struct Process {
     /// Becomes true when the provider's stderr reaches end of file.
     pub(super) stderr_closed: watch::Receiver<bool>,
     pub(super) shutdown_grace: Duration,
+    /// A runner elsewhere ([`super::dial`]), shared with other operator replicas: shutting
+    /// down leaves it serving and only closes our connection.
+    pub(super) remote: bool,
 }
 
 impl Drop for Process {
@@ -93,6 +96,10 @@ impl PluginClient {
         if self.has_exited() {
             return;
         }
+        if self.process.remote {
+            self.kill().await;
+            return;
+        }
         let mut controller = GrpcControllerClient::new(self.channel.clone());
         let grace = self.process.shutdown_grace;
         if let Err(err) = tokio::time::timeout(grace, controller.shutdown(Empty {})).await {
@@ -134,6 +141,7 @@ pub(crate) fn detached_client(
         stderr_tail: Arc::default(),
         stderr_closed,
         shutdown_grace: Duration::ZERO,
+        remote: false,
     };
     let client = PluginClient {
         protocol: 6,

@@ -91,7 +91,10 @@ impl ProviderHost {
                 "provider process exited; starting a new one"
             );
         }
-        let plugin = launch(&self.options).await?;
+        let plugin = match &self.options.dial {
+            Some(dial) => super::dial::dial(&self.options, dial).await?,
+            None => launch(&self.options).await?,
+        };
         self.launches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let provider = adapter(plugin.clone());

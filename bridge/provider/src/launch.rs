@@ -71,6 +71,10 @@ pub struct LaunchOptions {
     /// and relays the plugin's gRPC. Its stdin is a pipe the launcher never writes: it closes
     /// when the launcher is gone, and the runner then stops its provider.
     pub via: Option<Via>,
+    /// Connect to a runner elsewhere instead of starting anything (the `pods` placement):
+    /// `binary` and `via` are then only names. A [`super::ProviderHost`] dials; [`launch`]
+    /// itself always starts a process.
+    pub dial: Option<super::remote::Dial>,
     /// Stream the plugin's go-plugin stdio (`GRPCStdio`) into `tracing`. A runner turns it
     /// off for the provider it hosts: the launcher streams it through the runner instead.
     pub stream_stdio: bool,
@@ -108,6 +112,7 @@ impl LaunchOptions {
             docs: false,
             schema_cache: None,
             via: None,
+            dial: None,
             stream_stdio: true,
             relay_stderr: false,
         }
@@ -155,6 +160,12 @@ pub enum LaunchError {
         name: String,
         #[source]
         source: TlsError,
+    },
+    #[error("provider {name}'s runner was not reachable within {timeout:?}: {last}")]
+    Unreachable {
+        name: String,
+        timeout: Duration,
+        last: String,
     },
     #[error("could not connect to provider {name} at {address}")]
     Connect {
@@ -256,6 +267,7 @@ fn watch_process(
         stderr_tail,
         stderr_closed,
         shutdown_grace: opts.shutdown_grace,
+        remote: false,
     });
     supervise(child, socket_dir, opts.name.clone(), exit_tx, kill_rx);
     Ok((process, stdout))

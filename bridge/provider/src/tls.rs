@@ -91,6 +91,38 @@ impl ClientIdentity {
 }
 
 impl ClientIdentity {
+    /// An identity kept elsewhere (a Secret), from its certificate and PKCS#8 key, both DER:
+    /// the `pods` placement's operator identity, which every replica shares, and a runner's.
+    pub fn from_der(cert_der: Vec<u8>, key_der: Vec<u8>) -> Result<Self, TlsError> {
+        use base64::Engine as _;
+        let body = base64::engine::general_purpose::STANDARD.encode(&cert_der);
+        let mut cert_pem = String::from("-----BEGIN CERTIFICATE-----\n");
+        for chunk in body.as_bytes().chunks(64) {
+            cert_pem.push_str(&String::from_utf8_lossy(chunk));
+            cert_pem.push('\n');
+        }
+        cert_pem.push_str("-----END CERTIFICATE-----\n");
+        // Refuse a key that does not parse now, not at the first connection.
+        rcgen::KeyPair::try_from(key_der.as_slice())?;
+        Ok(Self {
+            cert_pem,
+            cert_der: CertificateDer::from(cert_der),
+            key_der,
+        })
+    }
+
+    /// The certificate, DER.
+    pub fn cert_der(&self) -> &[u8] {
+        self.cert_der.as_ref()
+    }
+
+    /// The private key, PKCS#8 DER: for the Secret that keeps it, nowhere else.
+    pub fn key_der(&self) -> &[u8] {
+        &self.key_der
+    }
+}
+
+impl ClientIdentity {
     /// This certificate as a handshake's sixth field (base64 DER, unpadded, as go-plugin).
     pub fn cert_field(&self) -> String {
         use base64::Engine as _;

@@ -11,6 +11,7 @@
 
 pub mod relay;
 pub mod sandbox;
+pub mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,18 @@ pub enum RunnerError {
     Launch(#[from] LaunchError),
     #[error("the runner's TLS could not be set up")]
     Tls(#[from] TlsError),
+    #[error("the runner cannot read {path}")]
+    TlsFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the runner's work directory {path} cannot be made")]
+    WorkDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the runner could not listen on its socket")]
     Listen(#[source] std::io::Error),
     #[error("the runner could not announce its handshake")]
@@ -65,10 +78,20 @@ pub struct RunnerOptions {
     pub allow_read: Vec<PathBuf>,
     /// Paths the provider may also write (`kraken operator --runner-allow-write`).
     pub allow_write: Vec<PathBuf>,
+    /// Serve on the network, from a Pod of its own ([`serve`]), instead of to a launcher.
+    pub serve: Option<serve::ServeOptions>,
 }
 
-/// The runner's private directory, which its launcher made for it.
-fn private_dir() -> Result<PathBuf, RunnerError> {
+/// The runner's private directory: the one its launcher made for it, or a served runner's
+/// work directory.
+fn private_dir(opts: &RunnerOptions) -> Result<PathBuf, RunnerError> {
+    if let Some(serve) = &opts.serve {
+        std::fs::create_dir_all(&serve.work_dir).map_err(|source| RunnerError::WorkDir {
+            path: serve.work_dir.clone(),
+            source,
+        })?;
+        return Ok(serve.work_dir.clone());
+    }
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         return Err(RunnerError::NotLaunched);
     }
@@ -83,7 +106,7 @@ pub fn confine(opts: &RunnerOptions) -> Result<Option<Enforced>, RunnerError> {
     if !opts.sandbox {
         return Ok(None);
     }
-    let private = private_dir()?;
+    let private = private_dir(opts)?;
     let enforced =
         Confinement::for_provider(&opts.binary, &private, &opts.allow_read, &opts.allow_write)
             .enforce()?;
@@ -95,7 +118,10 @@ pub async fn run(
     opts: &RunnerOptions,
     enforced: Option<Enforced>,
 ) -> Result<ExitCode, RunnerError> {
-    let private = private_dir()?;
+    if let Some(serve) = &opts.serve {
+        return serve::run(opts, serve, enforced).await;
+    }
+    let private = private_dir(opts)?;
     if enforced == Some(Enforced::Partially) {
         warn!(
             "this kernel enforces only part of the runner's Landlock sandbox (its file rules \
@@ -148,7 +174,7 @@ pub async fn run(
 
 /// The provider's launch: its environment is the runner's, less go-plugin's conversation
 /// with the runner (the runner's own launch sets the provider's).
-fn provider_launch(opts: &RunnerOptions, tls: bool) -> LaunchOptions {
+pub(crate) fn provider_launch(opts: &RunnerOptions, tls: bool) -> LaunchOptions {
     let mut launch = LaunchOptions::new(&opts.binary);
     launch.env = std::env::vars()
         .filter(|(k, _)| !OWN_VARIABLES.contains(&k.as_str()))

@@ -16,21 +16,57 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::UnixListener;
+use tokio::net::{TcpListener, UnixListener};
 use tonic::transport::Channel;
 use tower::ServiceExt as _;
 use tracing::debug;
 
+/// Where a runner accepts its launcher: a socket in its private directory (`local`), or a
+/// TCP address (`pods`, where every operator replica connects).
+pub enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Box<dyn Io>> {
+        Ok(match self {
+            Self::Unix(l) => Box::new(l.accept().await?.0),
+            Self::Tcp(l) => {
+                let (stream, _) = l.accept().await?;
+                stream.set_nodelay(true)?;
+                Box::new(stream)
+            }
+        })
+    }
+}
+
 /// Accept connections on `listener` for as long as the caller polls this, relaying each
 /// request to `channel`; with `tls`, only a client presenting the pinned certificate gets in.
 pub async fn serve(
-    listener: UnixListener,
+    listener: Listener,
     tls: Option<Arc<rustls::ServerConfig>>,
     channel: Channel,
 ) -> std::io::Result<()> {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     loop {
-        let (stream, _) = listener.accept().await?;
+        let stream = match listener.accept().await {
+            Ok(stream) => stream,
+            // One client that gave up mid-accept is not the listener failing.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                debug!("a connection was dropped before it was accepted: {err}");
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         let acceptor = acceptor.clone();
         let channel = channel.clone();
         tokio::spawn(async move {
@@ -81,8 +117,8 @@ async fn relay(
 }
 
 /// The runner's socket in its private directory.
-pub fn bind(dir: &Path) -> std::io::Result<(UnixListener, String)> {
+pub fn bind(dir: &Path) -> std::io::Result<(Listener, String)> {
     let path = dir.join("runner.sock");
     let listener = UnixListener::bind(&path)?;
-    Ok((listener, path.display().to_string()))
+    Ok((Listener::Unix(listener), path.display().to_string()))
 }

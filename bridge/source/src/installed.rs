@@ -233,3 +233,33 @@ fn record(pins: &mut Pins, p: &Provider) {
         );
     }
 }
+
+/// The installed Provider a ProviderConfig's package comes from, for a runner that fetches
+/// it itself (the `pods` placement): `providerRef`'s, or the one that recorded `spec.source`.
+pub(super) async fn recorded_package(
+    ctx: &Source,
+    pc: &ProviderConfig,
+    lookup: Lookup,
+) -> Result<Arc<Provider>, String> {
+    let p = match (&pc.spec.provider_ref, &pc.spec.source) {
+        (Some(r), _) => ctx.installed(&r.name, lookup).await?,
+        (None, Some(source)) => {
+            recorded_by(ctx, source, pc.spec.version.as_deref()).ok_or_else(|| {
+                format!(
+                    "spec.runner.placement pods runs only a package an installed Provider \
+                     recorded, and none records {source}; install it with a Provider and name \
+                     it in spec.providerRef"
+                )
+            })?
+        }
+        (None, None) => return Err("set spec.providerRef or spec.source".to_owned()),
+    };
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let status = p.status.as_ref();
+    if status.is_none_or(|s| s.version.is_none() || s.hashes.is_empty() || s.protocol.is_none()) {
+        return Err(format!(
+            "Provider {name} is not ready (it records no package version, hashes or protocol yet)"
+        ));
+    }
+    Ok(p)
+}

@@ -10,6 +10,7 @@ mod error;
 pub mod fake;
 mod installed;
 pub mod placement;
+pub mod pods;
 mod seam;
 
 use std::collections::HashMap;
@@ -243,8 +244,10 @@ pub async fn configured(
     }
     // Not in the pool key: the placement changes only with the ProviderConfig's generation
     // (which is in it) or with a restart of the operator.
-    let (_, via) = ctx.placements.for_config(pc).map_err(invalid)?;
-    let resolved = installed::binary(ctx, pc, lookup).await.map_err(invalid)?;
+    let (_, start) = ctx.placements.for_config(pc).map_err(invalid)?;
+    let (resolved, dial) = package(ctx, namespace, pc, lookup, &start)
+        .await
+        .map_err(invalid)?;
     let config = with_config_from(&ctx.client, namespace, pc).await?;
     let key = PoolKey {
         address: resolved.address.clone(),
@@ -266,7 +269,11 @@ pub async fn configured(
     launch.schema_cache = ctx.schema_cache.clone();
     launch.tls = pc.spec.tls;
     launch.max_concurrency = usize::try_from(pc.spec.max_concurrency).ok();
-    launch.via = via;
+    launch.via = match start {
+        placement::Start::Via(via) => Some(via),
+        _ => None,
+    };
+    launch.dial = dial;
     let host = ctx
         .pool
         .get_with(&key, launch, |schema| build_config(schema, &config))
@@ -280,6 +287,32 @@ pub async fn configured(
         })?;
     let digest = config_digest(&key.uid, &key.digest);
     Ok((resolved, host, digest))
+}
+
+/// What ProviderConfig `pc` runs: the binary here, or (`pods`) the package its runner fetches
+/// and the dial to that runner.
+async fn package(
+    ctx: &Source,
+    namespace: &str,
+    pc: &ProviderConfig,
+    lookup: Lookup,
+    start: &placement::Start,
+) -> std::result::Result<(Resolved, Option<kraken_provider::remote::Dial>), String> {
+    let placement::Start::Pods(settings) = start else {
+        return Ok((installed::binary(ctx, pc, lookup).await?, None));
+    };
+    let pc_name = pc.metadata.name.as_deref().unwrap_or_default();
+    let provider = installed::recorded_package(ctx, pc, lookup).await?;
+    let dial =
+        pods::RunnerPods::dial(&ctx.client, settings, namespace, pc, provider.clone()).await?;
+    let status = provider.status.clone().unwrap_or_default();
+    let resolved = Resolved {
+        address: status.address.unwrap_or_default(),
+        version: status.version.unwrap_or_default(),
+        // Nothing runs here: the runner fetches the package itself.
+        binary: PathBuf::from(format!("runner:{namespace}/{pc_name}")),
+    };
+    Ok((resolved, Some(dial)))
 }
 
 /// `spec.config` with the values `spec.configFrom` takes from Secrets in `namespace` merged in.

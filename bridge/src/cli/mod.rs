@@ -14,6 +14,7 @@ mod operator;
 mod plan;
 mod rbac_manager;
 mod runner;
+mod runner_pods;
 mod schema;
 
 #[derive(Debug, Parser)]

@@ -130,9 +130,10 @@ pub struct OperatorArgs {
     pub allow_provider_plaintext: bool,
     /// Where provider processes run unless their ProviderConfig asks for more confinement:
     /// local (each in a `kraken runner` confined with Landlock, reached over mutual TLS: it
-    /// cannot read the operator's token, kubeconfig, files or environment) or inProcess (a
-    /// child of the operator with the operator's files and network: for a single-user install
-    /// and the demo). A ProviderConfig's spec.runner.placement may ask for more, never less.
+    /// cannot read the operator's token, kubeconfig, files or environment), pods (a runner
+    /// Deployment per ProviderConfig in its namespace, shared by every replica; needs
+    /// --runner-image) or inProcess (a child of the operator with the operator's files and
+    /// network: for a single-user install and the demo). A ProviderConfig's spec.runner.placement may ask for more, never less.
     #[arg(long, value_enum, default_value = "local", value_name = "PLACEMENT")]
     pub runner_placement: RunnerPlacement,
     /// A path local runners' providers may also read, e.g. a CA bundle outside /etc/ssl.
@@ -143,6 +144,8 @@ pub struct OperatorArgs {
     /// providers may then write there.
     #[arg(long, value_name = "PATH")]
     pub runner_allow_write: Vec<PathBuf>,
+    #[command(flatten)]
+    pub runner_pods: super::runner_pods::RunnerPodArgs,
     /// How long a provider may take to apply a change (ApplyResourceChange) before it is
     /// stopped, killed and replaced, and the resource reports ProviderTimeout (Go duration).
     #[arg(long, default_value = "60m", value_parser = parse_duration, value_name = "DURATION")]
@@ -173,16 +176,34 @@ pub struct OperatorArgs {
 }
 
 /// `--runner-*` as the source applies them: local runners are this binary's `runner`.
-fn placements(
-    placement: RunnerPlacement,
-    read: &[PathBuf],
-    write: &[PathBuf],
-) -> anyhow::Result<crate::source::placement::Placements> {
+fn placements(args: &OperatorArgs) -> anyhow::Result<crate::source::placement::Placements> {
     use crate::core_kinds::provider_config::Placement;
-    let default = match placement {
+    let (read, write) = (&args.runner_allow_read, &args.runner_allow_write);
+    let default = match args.runner_placement {
         RunnerPlacement::InProcess => Placement::InProcess,
         RunnerPlacement::Local => Placement::Local,
+        RunnerPlacement::Pods => Placement::Pods,
     };
+    let api_server = std::env::var("KUBERNETES_SERVICE_HOST")
+        .ok()
+        .and_then(|h| h.parse::<std::net::IpAddr>().ok())
+        .map(|ip| {
+            if ip.is_ipv4() {
+                format!("{ip}/32")
+            } else {
+                format!("{ip}/128")
+            }
+        });
+    let pods = args.runner_pods.settings(
+        &args.lease_namespace,
+        args.provider_mirror.as_deref(),
+        api_server,
+        (read, write),
+    )?;
+    anyhow::ensure!(
+        default != Placement::Pods || pods.is_some(),
+        "--runner-placement pods needs --runner-image (the image runner Pods run)"
+    );
     let program = std::env::current_exe()
         .map_err(|e| anyhow::anyhow!("cannot find this kraken binary to start runners: {e}"))?;
     let mut args: Vec<std::ffi::OsString> = vec!["runner".into(), "--sandbox=landlock".into()];
@@ -195,6 +216,7 @@ fn placements(
     Ok(crate::source::placement::Placements {
         default,
         local: Some(crate::provider::Via { program, args }),
+        pods,
     })
 }
 
@@ -220,6 +242,8 @@ pub enum RunnerPlacement {
     InProcess,
     /// `kraken runner` processes on this machine, each in a Landlock sandbox.
     Local,
+    /// A runner Deployment per ProviderConfig, in its namespace (needs --runner-image).
+    Pods,
 }
 
 /// `--shards`.
@@ -247,6 +271,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         })
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "kraken".into());
+    let placements = placements(&args)?;
     let opts = crate::operator::Options {
         kubeconfig: args.kubeconfig,
         plugin_dirs: args.plugin_dirs,
@@ -264,11 +289,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         provider_env: args.provider_env,
         provider_gogc: args.provider_gogc,
         allow_provider_plaintext: args.allow_provider_plaintext,
-        placements: placements(
-            args.runner_placement,
-            &args.runner_allow_read,
-            &args.runner_allow_write,
-        )?,
+        placements,
+        runner_client_secret: args.runner_pods.runner_client_secret.clone(),
         max_providers_per_namespace: args.max_providers_per_namespace.max(1),
         provider_deadlines: crate::provider::Deadlines {
             apply: args.provider_apply_timeout,

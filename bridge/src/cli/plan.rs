@@ -205,6 +205,7 @@ impl crate::source::FetchInstalled for Fetch {
             &[],
         )
         .await
+        .map(drop)
     }
 }
 

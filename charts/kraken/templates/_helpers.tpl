@@ -26,3 +26,7 @@ matches them. */ -}}
 app.kubernetes.io/name: kraken-rbac-manager
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+{{- /* Whether the pods placement is offered: asked for by value, or the default placement. */ -}}
+{{- define "kraken.runnerPods" -}}
+{{- if or .Values.runner.pods.enabled (eq .Values.runner.placement "pods") -}}true{{- end -}}
+{{- end -}}

@@ -45,7 +45,14 @@ impl NodeLoop {
             .clone()
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "default".into());
-        let mounts = self.volumes(client, pod, &account, dir).await?;
+        let ip = self.next_ip();
+        let volumes = self.volumes_dir.join(&ip);
+        std::fs::create_dir_all(&volumes)?;
+        // The Pod's directory shows its volumes where they are.
+        let link = dir.join("volumes");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&volumes, &link)?;
+        let mounts = self.volumes(client, pod, &account, &volumes).await?;
         let mut env = vec![
             ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("HOME".to_owned(), dir.display().to_string()),
@@ -67,10 +74,19 @@ impl NodeLoop {
         }
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
         for var in container.env.iter().flatten() {
-            let value = env_value(var, &secrets, (&ns, &name, &account)).await?;
+            let value = env_value(var, &secrets, (&ns, &name, &account), &ip).await?;
             env.push((var.name.clone(), rewrite(&value, &mounts)));
         }
-        Ok(Launch { binary, args, env })
+        let args = args
+            .iter()
+            .map(|a| rewrite(&expand(a, &env), &mounts))
+            .collect();
+        Ok(Launch {
+            binary,
+            args,
+            env,
+            ip,
+        })
     }
 
     async fn account_automount(
@@ -98,7 +114,7 @@ impl NodeLoop {
         let spec = pod.spec.as_ref().context("a Pod without spec")?;
         let mut local: HashMap<String, PathBuf> = HashMap::new();
         for volume in spec.volumes.iter().flatten() {
-            let vdir = dir.join("volumes").join(&volume.name);
+            let vdir = dir.join(&volume.name);
             std::fs::create_dir_all(&vdir)?;
             let as_json = serde_json::to_value(volume)?;
             if let Some(sources) = as_json["projected"]["sources"].as_array() {
@@ -203,12 +219,41 @@ fn rewrite(value: &str, mounts: &[(String, PathBuf)]) -> String {
     value.to_owned()
 }
 
+/// `$(NAME)` in `arg` replaced by the variable's value where the container defines it (the
+/// last definition wins), as a kubelet expands `command` and `args`; `$$` is a `$`.
+fn expand(arg: &str, env: &[(String, String)]) -> String {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+        } else if let Some((name, after)) = tail
+            .strip_prefix("$(")
+            .and_then(|t| t.split_once(')'))
+            .filter(|(name, _)| env.iter().any(|(k, _)| k == name))
+        {
+            let value = env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v);
+            out.push_str(value.map_or("", String::as_str));
+            rest = after;
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// One environment variable's value: `value`, a `fieldRef` the test kubelet knows, or a key of a
-/// Secret of the Pod's namespace. `pod` is (namespace, name, ServiceAccount).
+/// Secret of the Pod's namespace. `pod` is (namespace, name, ServiceAccount); `ip` its address.
 async fn env_value(
     var: &k8s_openapi::api::core::v1::EnvVar,
     secrets: &Api<Secret>,
     pod: (&str, &str, &str),
+    ip: &str,
 ) -> anyhow::Result<String> {
     let (ns, name, account) = pod;
     Ok(match (&var.value, &var.value_from) {
@@ -220,7 +265,8 @@ async fn env_value(
                     "metadata.namespace" => ns.to_owned(),
                     "spec.nodeName" => NODE.into(),
                     "spec.serviceAccountName" => account.to_owned(),
-                    "status.podIP" | "status.hostIP" => "127.0.0.1".into(),
+                    "status.podIP" => ip.to_owned(),
+                    "status.hostIP" => "127.0.0.1".into(),
                     other => bail!("the test kubelet cannot fill fieldRef {other}"),
                 }
             } else if let Some(key) = &from.secret_key_ref {
@@ -240,4 +286,19 @@ async fn env_value(
         }
         (None, None) => String::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand;
+
+    #[test]
+    fn expands_defined_variables_as_a_kubelet_does() {
+        let env = vec![("POD_IP".to_owned(), "127.1.0.2".to_owned())];
+        assert_eq!(expand("[$(POD_IP)]:7443", &env), "[127.1.0.2]:7443");
+        assert_eq!(
+            expand("$(UNSET) $$(POD_IP) $", &env),
+            "$(UNSET) $(POD_IP) $"
+        );
+    }
 }

@@ -46,6 +46,7 @@ pub(super) async fn report_running(
     client: &kube::Client,
     pod: &Pod,
     restarts: u32,
+    ip: &str,
 ) -> anyhow::Result<()> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -58,7 +59,7 @@ pub(super) async fn report_running(
     let condition = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
     let status = json!({"status": {
         "phase": "Running",
-        "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+        "hostIP": "127.0.0.1", "podIP": ip, "podIPs": [{"ip": ip}],
         "startTime": now,
         "conditions": [condition("PodScheduled"), condition("Initialized"),
                        condition("ContainersReady"), condition("Ready")],

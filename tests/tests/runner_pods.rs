@@ -12,6 +12,8 @@
 
 #[path = "runner_pods/bed.rs"]
 mod bed;
+#[path = "runner_pods/boundary.rs"]
+mod boundary;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ledger;
@@ -27,9 +29,11 @@ fn a_provider_config_in_pods_placement_runs_its_provider_in_a_runner_pod() -> an
     let result = (|| {
         bed.apply_provider_config(json!({}), json!({"placement": "pods"}))?;
         let first = expect_a_runner_pod_reconciles(&bed)?;
+        boundary::expect_the_operators_files_out_of_reach(&bed)?;
         expect_a_runner_killed_mid_create_makes_one_object(&bed)?;
         expect_a_restarted_operator_reuses_the_runner(&mut bed, &first)?;
         expect_an_account_not_allowed_is_refused(&bed)?;
+        boundary::expect_an_allowed_account_is_the_runners_identity(&bed)?;
         expect_deleting_the_provider_config_removes_its_runner(&bed)
     })();
     bed.finish(result)
@@ -140,6 +144,18 @@ fn expect_a_restarted_operator_reuses_the_runner(
     );
     let pods = bed.cp.list_json(NS, "pods")?;
     ensure!(pods.len() == 1, "one runner Pod: {}", pods.len());
+    ensure!(
+        bed.op
+            .logs()?
+            .contains("created the runner client certificate")
+            && bed
+                .op
+                .logs()?
+                .matches("created the runner client certificate")
+                .count()
+                == 1,
+        "the restarted operator read the client certificate it had made, not a new one"
+    );
     Ok(())
 }
 
@@ -199,26 +215,43 @@ fn expect_deleting_the_provider_config_removes_its_runner(bed: &PodsBed) -> anyh
         NS,
         "delete",
         "providerconfig",
-        "default",
+        "--all",
         "--wait=true",
         "--timeout=60s",
     ])?;
     wait_for(WAIT, "the runner's objects gone", || {
-        let left: Vec<String> =
-            [
-                ("deployments", RUNNER.to_owned()),
-                ("networkpolicies", RUNNER.to_owned()),
-                ("secrets", format!("{RUNNER}-tls")),
-            ]
-            .into_iter()
-            .filter_map(|(kind, name)| match bed.cp.get_json_opt(NS, kind, &name) {
-                Ok(Some(_)) => Some(format!("{kind}/{name}")),
-                _ => None,
-            })
-            .chain(bed.cp.list_json(NS, "pods")?.iter().map(|p: &Value| {
-                format!("pod/{}", p["metadata"]["name"].as_str().unwrap_or_default())
-            }))
-            .collect();
+        let left: Vec<String> = [
+            ("deployments", RUNNER.to_owned()),
+            ("networkpolicies", RUNNER.to_owned()),
+            ("secrets", format!("{RUNNER}-tls")),
+        ]
+        .into_iter()
+        .filter_map(|(kind, name)| match bed.cp.get_json_opt(NS, kind, &name) {
+            Ok(Some(_)) => Some(format!("{kind}/{name}")),
+            _ => None,
+        })
+        .chain(["deployments", "replicasets"].iter().flat_map(|kind| {
+            bed.cp
+                .list_json(NS, kind)
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |o| {
+                    format!(
+                        "{kind}/{}",
+                        o["metadata"]["name"].as_str().unwrap_or_default()
+                    )
+                })
+        }))
+        .chain(bed.cp.list_json(NS, "pods")?.iter().map(|p: &Value| {
+            format!(
+                "pod/{} (deleting since {}, owners {}, finalizers {})",
+                p["metadata"]["name"].as_str().unwrap_or_default(),
+                p["metadata"]["deletionTimestamp"],
+                p["metadata"]["ownerReferences"],
+                p["metadata"]["finalizers"]
+            )
+        }))
+        .collect();
         if left.is_empty() {
             Ok(Some(()))
         } else {

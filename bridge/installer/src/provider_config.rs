@@ -212,6 +212,9 @@ async fn cleanup(
         }
         return Ok(Action::requeue(lifecycle::WAIT_AGAIN));
     }
+    if !ctx.source.stop_runner(namespace, &name).await? {
+        return Ok(Action::requeue(std::time::Duration::from_secs(1)));
+    }
     hold_secrets(
         &ctx.client,
         &ctx.metrics,

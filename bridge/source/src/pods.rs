@@ -459,6 +459,56 @@ async fn named_account(
         .and_then(|a| a.get(ROLE_ANNOTATION).cloned()))
 }
 
+/// Stop and remove the runner of ProviderConfig `pc_name` (being deleted): scale its
+/// Deployment to zero, and once no Pod of it is left, delete it, its NetworkPolicy and its
+/// Secret. `Ok(false)` while Pods are still stopping. The runner does not wait for the garbage
+/// collector: its Pods are gone before the ProviderConfig is.
+pub async fn stop_runner(client: &Client, namespace: &str, pc_name: &str) -> Result<bool, String> {
+    let name = objects::runner_name(pc_name);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let what = format!("the runner Deployment {namespace}/{name}");
+    if let Some(d) = deployments
+        .get_opt(&name)
+        .await
+        .map_err(|e| format!("reading {what}: {e}"))?
+    {
+        let wanted = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let running = d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+        if wanted != 0 {
+            let zero = serde_json::json!({"spec": {"replicas": 0}});
+            deployments
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&zero))
+                .await
+                .map_err(|e| format!("scaling {what} to zero: {e}"))?;
+            return Ok(false);
+        }
+        if running > 0 {
+            return Ok(false);
+        }
+        delete_if_present(&deployments, &name).await?;
+    }
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), namespace);
+    delete_if_present(&policies, &name).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    delete_if_present(&secrets, &format!("{name}-tls")).await?;
+    tracing::info!(namespace, runner = %name, "removed the runner of a deleted ProviderConfig");
+    Ok(true)
+}
+
+async fn delete_if_present<K>(api: &Api<K>, name: &str) -> Result<(), String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api
+        .delete(name, &kube::api::DeleteParams::background())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(format!("deleting {name}: {e}")),
+    }
+}
+
 async fn create_if_absent<K>(api: &Api<K>, doc: &Json, name: &str) -> Result<(), String>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,

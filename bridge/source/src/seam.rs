@@ -61,6 +61,12 @@ pub trait ProviderSource: Send + Sync {
     /// The ProviderConfig controller's cache, once it runs: a source may read ProviderConfigs
     /// there instead of from the API server (the real one does).
     fn cache_provider_configs(&self, _store: Store<ProviderConfig>) {}
+
+    /// A ProviderConfig being deleted: stop its runner, if it has one elsewhere (`pods`).
+    /// `Ok(true)` once nothing of it runs; `Ok(false)`: ask again shortly.
+    async fn stop_runner(&self, _namespace: &str, _pc_name: &str) -> Result<bool> {
+        Ok(true)
+    }
 }
 
 #[async_trait::async_trait]
@@ -76,6 +82,15 @@ impl ProviderSource for Source {
 
     fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    async fn stop_runner(&self, namespace: &str, pc_name: &str) -> Result<bool> {
+        if self.placements.pods.is_none() {
+            return Ok(true);
+        }
+        super::pods::stop_runner(&self.client, namespace, pc_name)
+            .await
+            .map_err(super::Error::ProviderUnavailable)
     }
 
     async fn check_config(&self, namespace: &str, pc: &ProviderConfig) -> Result<Checked> {

@@ -24,8 +24,13 @@ pub struct PodsBed {
     controllers: Controllers,
     pub cp: ControlPlane,
     ledger: tempfile::TempDir,
+    /// The operator's working directory, holding [`NOTES`] in `notes.txt`.
+    pub workdir: tempfile::TempDir,
     _cache: tempfile::TempDir,
 }
+
+/// What only the operator's working directory holds.
+pub const NOTES: &str = "operator-working-notes-do-not-leak";
 
 impl PodsBed {
     pub fn start(name: &str) -> anyhow::Result<Self> {
@@ -42,6 +47,8 @@ impl PodsBed {
         // Not create_namespace: its `default` ServiceAccount is the controller's to make here.
         cp.kubectl(&["create", "namespace", NS])?;
         let cache = kraken_tests::scratch_dir("kraken-plugin-cache-")?;
+        let workdir = kraken_tests::scratch_dir("kraken-operator-cwd-")?;
+        std::fs::write(workdir.path().join("notes.txt"), NOTES)?;
         let mut op = Operator::start(
             &cp,
             OperatorOptions {
@@ -53,13 +60,14 @@ impl PodsBed {
                 ],
                 rust_log: "info,kraken=debug".into(),
                 leader_elect: false,
+                current_dir: Some(workdir.path().to_path_buf()),
                 ..OperatorOptions::default()
             },
         )?;
         op.wait_ready(WAIT)?;
         let provider = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "Provider",
             "metadata": {"name": "fixture"},
-            "spec": {"source": FIXTURE_ADDRESS, "mirror": mirror, "resources": ["fixture_object"]}});
+            "spec": {"source": FIXTURE_ADDRESS, "mirror": mirror, "resources": ["fixture_object"], "dataSources": ["fixture_file"]}});
         cp.apply_yaml("", &provider.to_string())?;
         let ledger = kraken_tests::fixture_dir("kraken-ledger-")?;
         let bed = Self {
@@ -68,6 +76,7 @@ impl PodsBed {
             controllers,
             cp,
             ledger,
+            workdir,
             _cache: cache,
         };
         bed.wait_provider_installed()?;
@@ -84,7 +93,12 @@ impl PodsBed {
                 .into_iter()
                 .flatten()
                 .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            if ready && self.cp.get_json_opt("", "crd", OBJECTS)?.is_some() {
+            let crds = [OBJECTS, "datafiles.data.fixture.tf.kraken.dev"];
+            if ready
+                && crds
+                    .iter()
+                    .all(|c| self.cp.get_json_opt("", "crd", c).ok().flatten().is_some())
+            {
                 Ok(Some(()))
             } else {
                 bail!("{}", p["status"])
@@ -131,13 +145,22 @@ impl PodsBed {
 
     /// The runner's one Pod, Running.
     pub fn runner_pod(&self) -> anyhow::Result<Value> {
-        wait_for(WAIT, "the runner Pod Running", || {
+        self.runner_pod_of(RUNNER)
+    }
+
+    /// The one Running Pod of the runner Deployment `deployment`.
+    pub fn runner_pod_of(&self, deployment: &str) -> anyhow::Result<Value> {
+        let prefix = format!("{deployment}-");
+        wait_for(WAIT, &format!("the Pod of {deployment} Running"), || {
             let pods = self.cp.list_json(NS, "pods")?;
             let running: Vec<&Value> = pods
                 .iter()
                 .filter(|p| {
                     p["status"]["phase"] == "Running"
                         && p["metadata"]["deletionTimestamp"].is_null()
+                        && p["metadata"]["name"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with(&prefix))
                 })
                 .collect();
             match running.as_slice() {
@@ -145,7 +168,7 @@ impl PodsBed {
                 other => bail!("{} Running Pods of {}", other.len(), pods.len()),
             }
         })
-        .context("the runner Pod")
+        .with_context(|| format!("the Pod of {deployment}"))
     }
 
     /// `result`, with the operator's log, the runner's and the controllers' state on failure.

@@ -10,6 +10,10 @@
 //!    writes its ledger), the two placements' samples interleaved one by one;
 //! 3. the resident memory of the runner process itself beside its provider's.
 //!
+//! The latencies include the `pods` placement's wire: `kraken runner --listen` serving over TCP
+//! with mutual TLS, dialed by the host as the operator dials a runner Pod (started here, not
+//! through a cluster: what differs from `local` per RPC is the hop, not the scheduling).
+//!
 //! Knobs: `KRAKEN_BENCH_RPCS` (samples per RPC and placement, default 1000),
 //! `KRAKEN_BENCH_STARTS` (start-ups per placement, default 10), `KRAKEN_BENCH_SMOKE=1` (5 and 2).
 
@@ -27,10 +31,14 @@ use kraken_tests::bench::{knob, pct};
 use kraken_tests::{ProviderBin, TestEnv, rss_anon_bytes, rss_bytes};
 use serde_json::json;
 
+#[path = "runner/served.rs"]
+mod served;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Placement {
     InProcess,
     Local,
+    Pods,
 }
 
 impl Placement {
@@ -40,6 +48,7 @@ impl Placement {
         match self {
             Self::InProcess => "inProcess (direct)",
             Self::Local => "local (kraken runner, Landlock)",
+            Self::Pods => "pods (kraken runner --listen, TCP + mutual TLS)",
         }
     }
 }
@@ -52,6 +61,7 @@ struct Case {
     provider_config: serde_json::Value,
     type_name: &'static str,
     resource: serde_json::Value,
+    protocol: u32,
 }
 
 fn options(
@@ -78,6 +88,8 @@ fn options(
 
 /// A configured host with the create plan of `case`'s resource.
 struct Subject {
+    /// The runner a `pods` subject dials.
+    served: Option<served::Served>,
     host: Arc<ProviderHost>,
     plan: Plan,
     config: Value,
@@ -89,7 +101,16 @@ async fn subject(
     placement: Placement,
     writable: &std::path::Path,
 ) -> anyhow::Result<Subject> {
-    let host = Arc::new(ProviderHost::new(options(case, placement, writable)?, 8));
+    let mut opts = options(case, placement, writable)?;
+    let served = match placement {
+        Placement::Pods => {
+            let served = served::serve(&case.bin.path, case.protocol, writable)?;
+            opts.dial = Some(served.dial.clone());
+            Some(served)
+        }
+        _ => None,
+    };
+    let host = Arc::new(ProviderHost::new(opts, 8));
     let schema = host.schema().await?;
     let cfg = from_kube_json(&case.provider_config, &schema.provider.block.implied_type())?;
     let diags = host.configure(REPORTED_TERRAFORM_VERSION, &cfg).await?;
@@ -98,6 +119,7 @@ async fn subject(
     let config = from_kube_json(&case.resource, &block.implied_type())?;
     let plan = lifecycle::plan(host.as_ref(), case.type_name, &Value::Null, &[], &config).await?;
     Ok(Subject {
+        served,
         host,
         plan,
         config,
@@ -171,50 +193,69 @@ async fn startups(case: &Case, n: usize, writable: &std::path::Path) -> anyhow::
 async fn latencies(case: &Case, n: usize, writable: &std::path::Path) -> anyhow::Result<()> {
     let direct = subject(case, Placement::InProcess, writable).await?;
     let relayed = subject(case, Placement::Local, writable).await?;
-    let (mut d, mut r) = (Samples::default(), Samples::default());
+    let dialed = subject(case, Placement::Pods, writable).await?;
+    let (mut d, mut r, mut p) = (Samples::default(), Samples::default(), Samples::default());
     for _ in 0..n {
         sample(&direct, &mut d).await?;
         sample(&relayed, &mut r).await?;
+        sample(&dialed, &mut p).await?;
     }
-    for v in [&mut d.plan, &mut d.apply, &mut r.plan, &mut r.apply] {
+    for v in [
+        &mut d.plan,
+        &mut d.apply,
+        &mut r.plan,
+        &mut r.apply,
+        &mut p.plan,
+        &mut p.apply,
+    ] {
         v.sort();
     }
     println!(
         "\n### {} RPCs through the plugin host, {n} samples per placement, interleaved (µs)\n",
         case.label
     );
-    println!("| RPC | inProcess p50 | local p50 | ratio | inProcess p99 | local p99 | ratio |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (rpc, a, b) in [
-        ("PlanResourceChange", &d.plan, &r.plan),
-        ("ApplyResourceChange (create)", &d.apply, &r.apply),
+    println!("| RPC | quantile | inProcess | local | ratio | pods | ratio | pods added |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for (rpc, a, b, c) in [
+        ("PlanResourceChange", &d.plan, &r.plan, &p.plan),
+        ("ApplyResourceChange (create)", &d.apply, &r.apply, &p.apply),
     ] {
-        let (a50, b50, a99, b99) = (pct(a, 0.5), pct(b, 0.5), pct(a, 0.99), pct(b, 0.99));
-        println!(
-            "| {rpc} | {} | {} | {} | {} | {} | {} |",
-            us(a50),
-            us(b50),
-            ratio(b50, a50),
-            us(a99),
-            us(b99),
-            ratio(b99, a99)
-        );
+        for q in [0.5, 0.99] {
+            let (a, b, c) = (pct(a, q), pct(b, q), pct(c, q));
+            println!(
+                "| {rpc} | p{:.0} | {} | {} | {} | {} | {} | {} |",
+                q * 100.0,
+                us(a),
+                us(b),
+                ratio(b, a),
+                us(c),
+                ratio(c, a),
+                us(c.saturating_sub(a))
+            );
+        }
     }
     memory(case, &direct, &relayed).await?;
-    direct.host.shutdown().await;
-    relayed.host.shutdown().await;
+    if let Some(served) = &dialed.served {
+        let pid = served::pid(served);
+        let provider = provider_of(case, pid).context("the served runner's provider")?;
+        println!(
+            "Served runner (pods) {} MiB + its provider {} MiB.",
+            mib(rss_bytes(pid)?),
+            mib(rss_bytes(provider)?)
+        );
+    }
+    for s in [&direct, &relayed, &dialed] {
+        s.host.shutdown().await;
+    }
     Ok(())
 }
 
-/// The runner's own resident memory, beside its provider's and the direct provider's.
-async fn memory(case: &Case, direct: &Subject, relayed: &Subject) -> anyhow::Result<()> {
-    let pid_of = |s: &Subject| {
-        let host = s.host.clone();
-        async move { host.plugin().await.and_then(|p| p.pid()) }
-    };
-    let direct_pid = pid_of(direct).await.context("direct provider pid")?;
-    let runner_pid = pid_of(relayed).await.context("runner pid")?;
-    let provider_pid = kraken_tests::bench::fair::provider_pids(
+fn mib(b: u64) -> String {
+    format!("{:.1}", b as f64 / (1 << 20) as f64)
+}
+
+fn provider_of(case: &Case, runner_pid: u32) -> Option<u32> {
+    kraken_tests::bench::fair::provider_pids(
         runner_pid,
         &case
             .bin
@@ -225,8 +266,17 @@ async fn memory(case: &Case, direct: &Subject, relayed: &Subject) -> anyhow::Res
     )
     .into_iter()
     .next()
-    .context("the runner's provider")?;
-    let mib = |b: u64| format!("{:.1}", b as f64 / (1 << 20) as f64);
+}
+
+/// The runner's own resident memory, beside its provider's and the direct provider's.
+async fn memory(case: &Case, direct: &Subject, relayed: &Subject) -> anyhow::Result<()> {
+    let pid_of = |s: &Subject| {
+        let host = s.host.clone();
+        async move { host.plugin().await.and_then(|p| p.pid()) }
+    };
+    let direct_pid = pid_of(direct).await.context("direct provider pid")?;
+    let runner_pid = pid_of(relayed).await.context("runner pid")?;
+    let provider_pid = provider_of(case, runner_pid).context("the runner's provider")?;
     let both = |pid| -> anyhow::Result<String> {
         Ok(format!(
             "{} ({} anonymous)",
@@ -257,6 +307,7 @@ fn main() -> anyhow::Result<()> {
             provider_config: json!({}),
             type_name: "random_pet",
             resource: json!({"length": 2}),
+            protocol: 5,
         },
         Case {
             label: "fixture (protocol 6) fixture_object",
@@ -265,6 +316,7 @@ fn main() -> anyhow::Result<()> {
             provider_config: json!({"ledger_dir": ledger.path().to_string_lossy()}),
             type_name: "fixture_object",
             resource: json!({"name": "bench", "size": 1}),
+            protocol: 6,
         },
     ];
     let rt = tokio::runtime::Runtime::new()?;

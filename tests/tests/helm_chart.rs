@@ -69,6 +69,8 @@ fn chart_renders_and_the_api_server_admits_it() -> anyhow::Result<()> {
             "operator.providerEnv={HTTPS_PROXY}",
             "rbacManager.tenantNamespaces=kraken.dev/tenant=true",
             "rbacManager.excludeNamespaces={kube-system,platform}",
+            "runner.pods.enabled=true",
+            "runner.pods.denyEgress={10.0.0.1/32}",
         ],
     ] {
         let rendered = helm_template(&sets)?;
@@ -115,7 +117,26 @@ fn expect_rendered(rendered: &str, sets: &[&str], help: &str) -> anyhow::Result<
             "a metrics Service by default"
         );
         ensure!(!rendered.contains("kind: NetworkPolicy"));
+        ensure!(
+            !rendered.contains("--runner-image")
+                && !rendered.contains("resources: [\"deployments\"]"),
+            "the pods placement (and its RBAC in tenant namespaces) offered by default"
+        );
     } else {
+        // The pods placement: its flags, and Deployments of the tenant namespaces.
+        ensure!(
+            rendered.contains("--runner-image=kraken:"),
+            "no runner image"
+        );
+        ensure!(rendered.contains("--runner-deny-egress=10.0.0.1/32"));
+        ensure!(
+            rendered.contains("\"--runner-resources={"),
+            "no runner resources"
+        );
+        ensure!(
+            rendered.contains("resources: [\"deployments\"]"),
+            "the tenant ClusterRole lacks the runners' Deployments"
+        );
         ensure!(rendered.contains("--metrics-addr=0.0.0.0:8080"));
         ensure!(rendered.contains("kind: Service\n"), "no metrics Service");
         ensure!(rendered.contains("kind: NetworkPolicy"), "no NetworkPolicy");

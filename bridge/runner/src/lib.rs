@@ -148,26 +148,41 @@ pub async fn run(
     .await?;
     info!(provider = %opts.binary.display(), "runner relaying");
     let serve = relay::serve(listener, tls, provider.channel.clone());
+    Ok(relay_until(&provider, serve, launcher_gone(), false).await)
+}
+
+/// Relay until the provider exits (its exit status is the runner's), the relay fails, or
+/// `stop` resolves: the provider is then stopped (`graceful`: `Shutdown` first, else killed).
+pub(crate) async fn relay_until(
+    provider: &kraken_provider::PluginClient,
+    relay: impl Future<Output = std::io::Result<()>>,
+    stop: impl Future<Output = ()>,
+    graceful: bool,
+) -> ExitCode {
     tokio::select! {
-        result = serve => {
+        result = relay => {
             if let Err(err) = result {
                 warn!("the runner stopped accepting connections: {err}");
             }
             provider.kill().await;
-            Ok(ExitCode::FAILURE)
+            ExitCode::FAILURE
         }
         () = provider.exited() => {
             let status = provider.exit_status().unwrap_or_default();
             if status == "exit code 0" {
-                Ok(ExitCode::SUCCESS)
+                ExitCode::SUCCESS
             } else {
                 eprintln!("kraken runner: the provider exited ({status})");
-                Ok(ExitCode::FAILURE)
+                ExitCode::FAILURE
             }
         }
-        () = launcher_gone() => {
-            provider.kill().await;
-            Ok(ExitCode::SUCCESS)
+        () = stop => {
+            if graceful {
+                provider.shutdown().await;
+            } else {
+                provider.kill().await;
+            }
+            ExitCode::SUCCESS
         }
     }
 }

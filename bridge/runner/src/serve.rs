@@ -91,23 +91,9 @@ pub async fn run(
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(RunnerError::Listen)?;
-    tokio::select! {
-        result = relay => {
-            if let Err(err) = result {
-                warn!("the runner stopped accepting connections: {err}");
-            }
-            provider.kill().await;
-            Ok(ExitCode::FAILURE)
-        }
-        () = provider.exited() => {
-            let status = provider.exit_status().unwrap_or_default();
-            eprintln!("kraken runner: the provider exited ({status})");
-            Ok(ExitCode::FAILURE)
-        }
-        _ = term.recv() => {
-            info!("runner told to stop; stopping its provider");
-            provider.shutdown().await;
-            Ok(ExitCode::SUCCESS)
-        }
-    }
+    let stop = async move {
+        term.recv().await;
+        info!("runner told to stop; stopping its provider");
+    };
+    Ok(super::relay_until(&provider, relay, stop, true).await)
 }

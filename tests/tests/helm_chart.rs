@@ -106,55 +106,9 @@ fn expect_rendered(rendered: &str, sets: &[&str], help: &str) -> anyhow::Result<
         );
     }
     if sets.is_empty() {
-        ensure!(
-            !rendered.contains("PersistentVolumeClaim"),
-            "a PVC by default"
-        );
-        // /metrics names every resource: private unless asked.
-        ensure!(rendered.contains("--metrics-addr=127.0.0.1:8080"));
-        ensure!(
-            !rendered.contains("kind: Service\n"),
-            "a metrics Service by default"
-        );
-        ensure!(!rendered.contains("kind: NetworkPolicy"));
-        ensure!(
-            !rendered.contains("--runner-image")
-                && !rendered.contains("resources: [\"deployments\"]"),
-            "the pods placement (and its RBAC in tenant namespaces) offered by default"
-        );
+        expect_defaults(rendered)?;
     } else {
-        // The pods placement: its flags, and Deployments of the tenant namespaces.
-        ensure!(
-            rendered.contains("--runner-image=kraken:"),
-            "no runner image"
-        );
-        ensure!(rendered.contains("--runner-deny-egress=10.0.0.1/32"));
-        ensure!(
-            rendered.contains("\"--runner-resources={"),
-            "no runner resources"
-        );
-        ensure!(
-            rendered.contains("resources: [\"deployments\"]"),
-            "the tenant ClusterRole lacks the runners' Deployments"
-        );
-        ensure!(rendered.contains("--metrics-addr=0.0.0.0:8080"));
-        ensure!(rendered.contains("kind: Service\n"), "no metrics Service");
-        ensure!(rendered.contains("kind: NetworkPolicy"), "no NetworkPolicy");
-        ensure!(
-            rendered.contains("- 169.254.0.0/16"),
-            "the NetworkPolicy lets providers reach the metadata endpoint"
-        );
-        ensure!(rendered.contains("--aws-endpoint=http://127.0.0.1:*"));
-        ensure!(
-            rendered.contains("kind: PersistentVolumeClaim"),
-            "no PVC with persistence"
-        );
-        ensure!(rendered.contains("--provider-mirror=https://mirror.example/"));
-        ensure!(rendered.contains("--tenant-namespaces=kraken.dev/tenant=true"));
-        ensure!(
-            rendered.contains("--exclude-namespace=platform"),
-            "rbacManager.excludeNamespaces not passed on"
-        );
+        expect_asked(rendered)?;
     }
     // The operator's own ClusterRole grants no group wholesale: what it needs beyond Kraken's
     // fixed groups follows installs (the RBAC manager).
@@ -309,5 +263,62 @@ fn the_dashboard_renders_only_when_asked() -> anyhow::Result<()> {
     for line in file.lines().filter(|l| l.contains("\"expr\"")) {
         ensure!(rendered.contains(line.trim()), "the ConfigMap lacks {line}");
     }
+    Ok(())
+}
+
+/// With no values set: nothing exposed or persisted, and no pods placement.
+fn expect_defaults(rendered: &str) -> anyhow::Result<()> {
+    ensure!(
+        !rendered.contains("PersistentVolumeClaim"),
+        "a PVC by default"
+    );
+    // /metrics names every resource: private unless asked.
+    ensure!(rendered.contains("--metrics-addr=127.0.0.1:8080"));
+    ensure!(
+        !rendered.contains("kind: Service\n"),
+        "a metrics Service by default"
+    );
+    ensure!(!rendered.contains("kind: NetworkPolicy"));
+    ensure!(
+        !rendered.contains("--runner-image") && !rendered.contains("resources: [\"deployments\"]"),
+        "the pods placement (and its RBAC in tenant namespaces) offered by default"
+    );
+    Ok(())
+}
+
+/// With the second set of values: what each asks for is rendered.
+fn expect_asked(rendered: &str) -> anyhow::Result<()> {
+    // The pods placement: its flags, and Deployments of the tenant namespaces.
+    ensure!(
+        rendered.contains("--runner-image=kraken:"),
+        "no runner image"
+    );
+    ensure!(rendered.contains("--runner-deny-egress=10.0.0.1/32"));
+    ensure!(
+        rendered.contains("\"--runner-resources={"),
+        "no runner resources"
+    );
+    ensure!(
+        rendered.contains("resources: [\"deployments\"]"),
+        "the tenant ClusterRole lacks the runners' Deployments"
+    );
+    ensure!(rendered.contains("--metrics-addr=0.0.0.0:8080"));
+    ensure!(rendered.contains("kind: Service\n"), "no metrics Service");
+    ensure!(rendered.contains("kind: NetworkPolicy"), "no NetworkPolicy");
+    ensure!(
+        rendered.contains("- 169.254.0.0/16"),
+        "the NetworkPolicy lets providers reach the metadata endpoint"
+    );
+    ensure!(rendered.contains("--aws-endpoint=http://127.0.0.1:*"));
+    ensure!(
+        rendered.contains("kind: PersistentVolumeClaim"),
+        "no PVC with persistence"
+    );
+    ensure!(rendered.contains("--provider-mirror=https://mirror.example/"));
+    ensure!(rendered.contains("--tenant-namespaces=kraken.dev/tenant=true"));
+    ensure!(
+        rendered.contains("--exclude-namespace=platform"),
+        "rbacManager.excludeNamespaces not passed on"
+    );
     Ok(())
 }

@@ -96,7 +96,7 @@ async fn connect(
         .tcp_nodelay(true)
         .connect_with_connector(connector)
         .await
-        .map_err(|e| format!("{e}: {}", source_chain(&e)))?;
+        .map_err(|e| kraken_kit::errors::chain(&e))?;
     let (kill_tx, kill_rx) = oneshot::channel::<()>();
     let on_kill = exit_tx.clone();
     tokio::spawn(async move {
@@ -127,16 +127,6 @@ async fn connect(
         docs: opts.docs,
         schema_cache: None,
     })
-}
-
-fn source_chain(err: &dyn std::error::Error) -> String {
-    let mut parts = Vec::new();
-    let mut next = err.source();
-    while let Some(e) = next {
-        parts.push(e.to_string());
-        next = e.source();
-    }
-    parts.join(": ")
 }
 
 /// A connection that reports its end (end of file, or an error) once, as a process's exit.

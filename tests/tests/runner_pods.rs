@@ -8,12 +8,15 @@
 //! object (the create fence holds across the hop); a restarted operator reconnects to the same
 //! runner (its client certificate is the installation's, not the process's); a ServiceAccount
 //! the administrator did not allow is refused on the ProviderConfig; deleting the
-//! ProviderConfig removes its runner.
+//! ProviderConfig removes its runner. Beside it, hashicorp/aws in a runner whose account names
+//! a role acts in moto as that role (`irsa`).
 
 #[path = "runner_pods/bed.rs"]
 mod bed;
 #[path = "runner_pods/boundary.rs"]
 mod boundary;
+#[path = "runner_pods/irsa.rs"]
+mod irsa;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ledger;
@@ -35,6 +38,16 @@ fn a_provider_config_in_pods_placement_runs_its_provider_in_a_runner_pod() -> an
         expect_an_account_not_allowed_is_refused(&bed)?;
         boundary::expect_an_allowed_account_is_the_runners_identity(&bed)?;
         expect_deleting_the_provider_config_removes_its_runner(&bed)
+    })();
+    bed.finish(result)
+}
+
+#[test]
+fn a_runner_whose_account_names_a_role_acts_as_that_role_in_the_cloud() -> anyhow::Result<()> {
+    let mut bed = PodsBed::start_with("runner-pods-irsa", irsa::operator_env())?;
+    let result = (|| {
+        let moto = kraken_tests::moto::Moto::start(bed.cp.run_dir())?;
+        irsa::expect_the_runner_acts_as_its_role(&bed, &moto)
     })();
     bed.finish(result)
 }

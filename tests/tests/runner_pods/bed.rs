@@ -34,6 +34,11 @@ pub const NOTES: &str = "operator-working-notes-do-not-leak";
 
 impl PodsBed {
     pub fn start(name: &str) -> anyhow::Result<Self> {
+        Self::start_with(name, Vec::new())
+    }
+
+    /// [`PodsBed::start`] with the operator's environment extended by `op_env`.
+    pub fn start_with(name: &str, op_env: Vec<(String, String)>) -> anyhow::Result<Self> {
         let env = TestEnv::load()?;
         let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
         let cp = ControlPlane::start(name)?;
@@ -61,6 +66,7 @@ impl PodsBed {
                 rust_log: "info,kraken=debug".into(),
                 leader_elect: false,
                 current_dir: Some(workdir.path().to_path_buf()),
+                env: op_env,
                 ..OperatorOptions::default()
             },
         )?;

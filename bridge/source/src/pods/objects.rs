@@ -93,7 +93,7 @@ pub fn default_account(namespace: &str) -> Json {
 }
 
 /// The runner's command line: fetch exactly the recorded package, serve it.
-fn args(settings: &PodSettings, provider: &Provider) -> Vec<String> {
+fn args(runner: &Runner, settings: &PodSettings, provider: &Provider) -> Vec<String> {
     let status = provider.status.clone().unwrap_or_default();
     let mut args: Vec<String> = [
         "runner",
@@ -119,6 +119,10 @@ fn args(settings: &PodSettings, provider: &Provider) -> Vec<String> {
         for path in paths {
             args.extend([flag.to_owned(), path.display().to_string()]);
         }
+    }
+    if runner.role_arn.is_some() {
+        // The web-identity token is the tenant's own cloud identity: the provider reads it.
+        args.extend(["--allow-read".to_owned(), AWS_TOKEN_DIR.to_owned()]);
     }
     for hash in &status.hashes {
         args.extend(["--hash".to_owned(), hash.clone()]);
@@ -163,7 +167,7 @@ fn pod_spec(runner: &Runner, settings: &PodSettings, provider: &Provider) -> Jso
             "name": "runner",
             "image": settings.image,
             "command": ["kraken"],
-            "args": args(settings, provider),
+            "args": args(runner, settings, provider),
             "env": env,
             "ports": [{"name": "plugin", "containerPort": PORT, "protocol": "TCP"}],
             "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 2},
@@ -325,6 +329,11 @@ mod tests {
         );
         let volumes = spec["volumes"].to_string();
         assert!(volumes.contains("sts.amazonaws.com"), "{volumes}");
+        let args = spec["containers"][0]["args"].to_string();
+        assert!(
+            args.contains(&format!("\"--allow-read\",\"{AWS_TOKEN_DIR}\"")),
+            "the sandbox lets the provider read its web-identity token: {args}"
+        );
         let (plain, _, _, _) = fixture();
         assert_ne!(
             spec_digest(&d),

@@ -295,6 +295,10 @@ fn expect_asked(rendered: &str) -> anyhow::Result<()> {
     );
     ensure!(rendered.contains("--runner-deny-egress=10.0.0.1/32"));
     ensure!(
+        rendered.contains("--runner-idle-after=30m"),
+        "the runners' idle time"
+    );
+    ensure!(
         rendered.contains("\"--runner-resources={"),
         "no runner resources"
     );

@@ -9,12 +9,15 @@
 //! runner (its client certificate is the installation's, not the process's); a ServiceAccount
 //! the administrator did not allow is refused on the ProviderConfig; deleting the
 //! ProviderConfig removes its runner. Beside it, hashicorp/aws in a runner whose account names
-//! a role acts in moto as that role (`irsa`).
+//! a role acts in moto as that role (`irsa`), and a runner nobody holds is scaled to zero and
+//! started again by the next change (`idle`).
 
 #[path = "runner_pods/bed.rs"]
 mod bed;
 #[path = "runner_pods/boundary.rs"]
 mod boundary;
+#[path = "runner_pods/idle.rs"]
+mod idle;
 #[path = "runner_pods/irsa.rs"]
 mod irsa;
 
@@ -44,10 +47,25 @@ fn a_provider_config_in_pods_placement_runs_its_provider_in_a_runner_pod() -> an
 
 #[test]
 fn a_runner_whose_account_names_a_role_acts_as_that_role_in_the_cloud() -> anyhow::Result<()> {
-    let mut bed = PodsBed::start_with("runner-pods-irsa", irsa::operator_env())?;
+    let mut bed = PodsBed::start_with("runner-pods-irsa", &[], irsa::operator_env())?;
     let result = (|| {
         let moto = kraken_tests::moto::Moto::start(bed.cp.run_dir())?;
         irsa::expect_the_runner_acts_as_its_role(&bed, &moto)
+    })();
+    bed.finish(result)
+}
+
+#[test]
+fn an_idle_runner_is_scaled_to_zero_and_started_again_on_demand() -> anyhow::Result<()> {
+    let args = ["--provider-idle-timeout", "2s", "--runner-idle-after", "4s"];
+    let mut bed = PodsBed::start_with("runner-pods-idle", &args, Vec::new())?;
+    let result = (|| {
+        bed.apply_provider_config(json!({}), json!({"placement": "pods"}))?;
+        bed.apply_object("one", 1)?;
+        bed.wait_reconciled("one")?;
+        let first = bed.runner_pod()?;
+        idle::expect_scaled_to_zero(&bed)?;
+        idle::expect_started_on_demand(&bed, &first)
     })();
     bed.finish(result)
 }

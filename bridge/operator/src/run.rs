@@ -113,7 +113,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .with_deadlines(opts.provider_deadlines)
         .with_namespace_limit(opts.max_providers_per_namespace),
     );
-    let _reaper = pool.clone().spawn_reaper(Duration::from_secs(30));
+    // Looked at as often as the idle timeout asks, at most every 30 s.
+    let reap_every =
+        (opts.provider_idle_timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let _reaper = pool.clone().spawn_reaper(reap_every);
     let _gauges = spawn_pool_gauges(pool.clone(), metrics.clone());
     let plan_key =
         kraken_managed::plan_key::PlanKey::load_or_create(&client, &opts.lease_namespace)

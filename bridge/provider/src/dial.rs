@@ -21,7 +21,7 @@ use tracing::{debug, info};
 
 use super::client::{PluginClient, Process};
 use super::launch::{LaunchError, LaunchOptions};
-use super::remote::{Dial, Located};
+use super::remote::{Dial, Held, Located};
 
 /// How long between attempts while a runner is not yet reachable.
 const RETRY: Duration = Duration::from_millis(200);
@@ -72,9 +72,11 @@ async fn connect(
     let used = Arc::new(Mutex::new(false));
     let address = located.address.clone();
     let on_end = exit_tx.clone();
+    let (locate, at) = (dial.locate.clone(), located.clone());
     let connector = tower::service_fn(move |_uri: tonic::transport::Uri| {
         let (address, tls, on_end, used) =
             (address.clone(), tls.clone(), on_end.clone(), used.clone());
+        let (locate, at) = (locate.clone(), at.clone());
         async move {
             if std::mem::replace(&mut *used.lock().unwrap_or_else(|e| e.into_inner()), true) {
                 return Err(std::io::Error::other("the runner's connection ended"));
@@ -88,6 +90,7 @@ async fn connect(
             Ok::<_, std::io::Error>(TokioIo::new(Watched {
                 inner: stream,
                 on_end,
+                _held: locate.hold(&at),
             }))
         }
     });
@@ -129,10 +132,12 @@ async fn connect(
     })
 }
 
-/// A connection that reports its end (end of file, or an error) once, as a process's exit.
+/// A connection that reports its end (end of file, or an error) once, as a process's exit,
+/// and keeps what its locator holds while it lasts.
 struct Watched<S> {
     inner: S,
     on_end: Arc<watch::Sender<Option<String>>>,
+    _held: Option<Held>,
 }
 
 impl<S> Watched<S> {

@@ -35,7 +35,16 @@ pub struct Located {
 pub trait Locate: Send + Sync {
     /// Where the runner is now; waits while it starts. The error says what is missing.
     async fn locate(&self) -> Result<Located, String>;
+
+    /// Something to keep while a connection to `located` lasts, dropped when it ends (the
+    /// `pods` placement's mark that the runner is in use). None by default.
+    fn hold(&self, _located: &Located) -> Option<Held> {
+        None
+    }
 }
+
+/// What [`Locate::hold`] gives: kept with the connection, dropped with it.
+pub type Held = Box<dyn Send + Sync>;
 
 /// How to reach a provider served elsewhere: where it is, and who we are to it.
 #[derive(Clone)]

@@ -10,6 +10,7 @@
 //! of a runner lives in the tenant's namespace and holds only the runner's own key and the
 //! operator's certificate (never the operator's key).
 
+pub mod idle;
 pub mod objects;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,8 @@ const MANAGER: &str = "kraken-runner";
 /// How often a runner's objects are written again while it is dialed (a deleted Deployment
 /// comes back).
 const ENSURE_EVERY: Duration = Duration::from_secs(30);
+/// How soon a runner with no Pod at all (scaled to zero while idle) is written again.
+const ENSURE_AGAIN_AFTER: Duration = Duration::from_secs(2);
 
 /// How the operator makes runners (`kraken operator --runner-image` and friends).
 #[derive(Clone)]
@@ -61,6 +64,10 @@ pub struct PodSettings {
     pub allow_write: Vec<std::path::PathBuf>,
     /// The operator's client certificate ([`operator_identity`]), set once it is loaded.
     pub identity: Option<Arc<ClientIdentity>>,
+    /// Scale a runner no replica held for this long to zero ([`idle`]); None: never.
+    pub idle_after: Option<Duration>,
+    /// The runners this replica watches for idleness.
+    pub watching: idle::Watching,
 }
 
 impl std::fmt::Debug for PodSettings {
@@ -70,6 +77,7 @@ impl std::fmt::Debug for PodSettings {
             .field("sandbox", &self.sandbox)
             .field("deny_egress", &self.deny_egress)
             .field("operator_namespace", &self.operator_namespace)
+            .field("idle_after", &self.idle_after)
             .finish_non_exhaustive()
     }
 }
@@ -94,7 +102,8 @@ impl PartialEq for PodSettings {
             &other.operator_namespace,
             &other.operator_labels,
             &other.mirror,
-        ) && (&self.allow_read, &self.allow_write) == (&other.allow_read, &other.allow_write)
+        ) && (&self.allow_read, &self.allow_write, self.idle_after)
+            == (&other.allow_read, &other.allow_write, other.idle_after)
     }
 }
 
@@ -124,6 +133,8 @@ impl PodSettings {
             allow_read: Vec::new(),
             allow_write: Vec::new(),
             identity: None,
+            idle_after: None,
+            watching: idle::Watching::default(),
         }
     }
 }
@@ -276,15 +287,21 @@ impl RunnerPods {
             create_if_absent(&api, &objects::default_account(ns), DEFAULT_ACCOUNT).await?;
         }
         let cert = self.tls_secret().await?;
-        let deployment = objects::deployment(r, &self.pc, &self.settings, &self.provider);
+        let mut deployment = objects::deployment(r, &self.pc, &self.settings, &self.provider);
         let digest = objects::spec_digest(&deployment)
             .unwrap_or_default()
             .to_owned();
+        // Written means wanted: in use now, so not scaled away before it is dialed.
+        deployment["metadata"]["annotations"][idle::LAST_USED_ANNOTATION] =
+            Json::String(idle::now_mark());
         let params = PatchParams::apply(MANAGER).force();
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
         api.patch(&r.name, &params, &Patch::Apply(&deployment))
             .await
             .map_err(|e| format!("writing the runner Deployment {ns}/{}: {e}", r.name))?;
+        if let Some(idle_after) = self.settings.idle_after {
+            idle::watch(&self.settings.watching, api, (ns, &r.name), idle_after);
+        }
         let policy = objects::network_policy(r, &self.pc, &self.settings);
         let api: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), ns);
         api.patch(&r.name, &params, &Patch::Apply(&policy))
@@ -293,6 +310,18 @@ impl RunnerPods {
         *self.ensured.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), digest.clone(), cert.clone()));
         Ok((digest, cert))
+    }
+
+    /// Let the next locate write the runner's objects again, if they were written more than
+    /// `after` ago.
+    fn forget_ensured(&self, after: Duration) {
+        let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+        if ensured
+            .as_ref()
+            .is_some_and(|(at, _, _)| at.elapsed() >= after)
+        {
+            *ensured = None;
+        }
     }
 
     /// The runner's certificate: from its Secret, made with a fresh pair when there is none;
@@ -341,6 +370,16 @@ impl RunnerPods {
 
 #[async_trait]
 impl Locate for RunnerPods {
+    fn hold(&self, _located: &Located) -> Option<kraken_provider::remote::Held> {
+        let idle_after = self.settings.idle_after?;
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.runner.namespace);
+        Some(Box::new(idle::mark(
+            api,
+            self.runner.name.clone(),
+            idle_after,
+        )))
+    }
+
     async fn locate(&self) -> Result<Located, String> {
         let (digest, server_cert) = self.ensure().await?;
         let r = &self.runner;
@@ -380,6 +419,8 @@ impl Locate for RunnerPods {
             }
         }
         if seen.is_empty() {
+            // Scaled to zero while idle, or its Deployment deleted: write it again soon.
+            self.forget_ensured(ENSURE_AGAIN_AFTER);
             Err(format!(
                 "no runner Pod of Deployment {}/{} yet",
                 r.namespace, r.name

@@ -42,6 +42,12 @@ pub struct RunnerPodArgs {
     /// replica presents to runners (made by the first replica that finds none).
     #[arg(long, default_value = "kraken-runner-client", value_name = "NAME")]
     pub runner_client_secret: String,
+    /// Scale a runner to zero once no replica has held a connection to it for this long (Go
+    /// duration; `0` never). A replica lets go of a provider after --provider-idle-timeout
+    /// without requests, so a runner stops that long plus this after its last request; the
+    /// next request starts it again (and waits for its Pod).
+    #[arg(long, default_value = "30m", value_parser = super::operator::parse_duration, value_name = "DURATION")]
+    pub runner_idle_after: std::time::Duration,
 }
 
 fn parse_resources(s: &str) -> Result<serde_json::Value, String> {
@@ -95,6 +101,8 @@ impl RunnerPodArgs {
             allow_read: allow_read.to_vec(),
             allow_write: allow_write.to_vec(),
             identity: None,
+            idle_after: Some(self.runner_idle_after).filter(|d| !d.is_zero()),
+            watching: Default::default(),
         })))
     }
 }

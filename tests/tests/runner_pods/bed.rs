@@ -34,11 +34,16 @@ pub const NOTES: &str = "operator-working-notes-do-not-leak";
 
 impl PodsBed {
     pub fn start(name: &str) -> anyhow::Result<Self> {
-        Self::start_with(name, Vec::new())
+        Self::start_with(name, &[], Vec::new())
     }
 
-    /// [`PodsBed::start`] with the operator's environment extended by `op_env`.
-    pub fn start_with(name: &str, op_env: Vec<(String, String)>) -> anyhow::Result<Self> {
+    /// [`PodsBed::start`] with these operator arguments and its environment extended by
+    /// `op_env`.
+    pub fn start_with(
+        name: &str,
+        op_args: &[&str],
+        op_env: Vec<(String, String)>,
+    ) -> anyhow::Result<Self> {
         let env = TestEnv::load()?;
         let mirror = env.path("KRAKEN_TEST_PLUGIN_DIR")?;
         let cp = ControlPlane::start(name)?;
@@ -62,7 +67,10 @@ impl PodsBed {
                     cache.path().display().to_string(),
                     "--runner-image".into(),
                     "kraken:test".into(),
-                ],
+                ]
+                .into_iter()
+                .chain(op_args.iter().map(|a| (*a).to_owned()))
+                .collect(),
                 rust_log: "info,kraken=debug".into(),
                 leader_elect: false,
                 current_dir: Some(workdir.path().to_path_buf()),

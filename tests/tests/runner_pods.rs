@@ -6,8 +6,8 @@
 //! Provider recorded, locked to its hashes, and serves it to the operator over mutual TLS. The
 //! operator reconciles through it; a runner killed in the middle of a create converges to one
 //! object (the create fence holds across the hop); a restarted operator reconnects to the same
-//! runner (its client certificate is the installation's, not the process's); a ServiceAccount
-//! the administrator did not allow is refused on the ProviderConfig; deleting the
+//! runner (its client certificate is the installation's, not the process's); a tenant naming a
+//! ServiceAccount the administrator did not allow is refused (`tenant`); deleting the
 //! ProviderConfig removes its runner. Beside it, hashicorp/aws in a runner whose account names
 //! a role acts in moto as that role (`irsa`), and a runner nobody holds is scaled to zero and
 //! started again by the next change (`idle`).
@@ -20,10 +20,11 @@ mod boundary;
 mod idle;
 #[path = "runner_pods/irsa.rs"]
 mod irsa;
+#[path = "runner_pods/tenant.rs"]
+mod tenant;
 
 use anyhow::{Context as _, bail, ensure};
 use kraken_tests::ledger;
-use kraken_tests::operator::bed::wait_condition;
 use kraken_tests::wait_for;
 use serde_json::{Value, json};
 
@@ -38,7 +39,7 @@ fn a_provider_config_in_pods_placement_runs_its_provider_in_a_runner_pod() -> an
         boundary::expect_the_operators_files_out_of_reach(&bed)?;
         expect_a_runner_killed_mid_create_makes_one_object(&bed)?;
         expect_a_restarted_operator_reuses_the_runner(&mut bed, &first)?;
-        expect_an_account_not_allowed_is_refused(&bed)?;
+        tenant::expect_the_tenant_cannot_choose_the_runners_identity(&bed)?;
         boundary::expect_an_allowed_account_is_the_runners_identity(&bed)?;
         expect_deleting_the_provider_config_removes_its_runner(&bed)
     })();
@@ -187,41 +188,6 @@ fn expect_a_restarted_operator_reuses_the_runner(
                 == 1,
         "the restarted operator read the client certificate it had made, not a new one"
     );
-    Ok(())
-}
-
-/// A ServiceAccount the Namespace's annotation does not list is refused on the
-/// ProviderConfig, and no Deployment is made for it.
-fn expect_an_account_not_allowed_is_refused(bed: &PodsBed) -> anyhow::Result<()> {
-    bed.cp
-        .kubectl(&["-n", NS, "create", "serviceaccount", "admin-ish"])?;
-    let pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
-        "metadata": {"name": "other", "namespace": NS},
-        "spec": {"providerRef": {"name": "fixture"}, "config": {"ledgerDir": bed.ledger()},
-                 "runner": {"placement": "pods", "serviceAccountName": "admin-ish"}}});
-    bed.cp.apply_yaml(NS, &pc.to_string())?;
-    let message = wait_condition(
-        &bed.cp,
-        (NS, "providerconfigs.core.kraken.dev", "other"),
-        ("Ready", "False", "ProviderConfigInvalid"),
-        "kraken.dev/runner-service-accounts",
-        WAIT,
-    )?;
-    eprintln!("refused: {message}");
-    ensure!(
-        bed.cp
-            .get_json_opt(NS, "deployments", "kraken-runner-other")?
-            .is_none(),
-        "no runner for a refused account"
-    );
-    bed.cp.kubectl(&[
-        "-n",
-        NS,
-        "delete",
-        "providerconfig",
-        "other",
-        "--wait=false",
-    ])?;
     Ok(())
 }
 

@@ -66,6 +66,9 @@ fn start(placement: &str, bin: &std::path::Path) -> anyhow::Result<Bed> {
             &cache.path().display().to_string(),
             "--runner-image",
             "kraken:bench",
+            // One namespace holds every ProviderConfig here; the default allows 16.
+            "--max-providers-per-namespace",
+            "64",
         ]
         .map(str::to_owned)
         .to_vec();

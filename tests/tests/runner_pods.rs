@@ -115,6 +115,10 @@ fn expect_a_runner_pod_reconciles(bed: &PodsBed) -> anyhow::Result<String> {
         "the runner's provider served no apply: {}",
         log.lines().take(20).collect::<Vec<_>>().join("\n")
     );
+    ensure!(
+        schema_requests(&log) == 1,
+        "the first dial reads the schema from the runner once"
+    );
     let op_log = bed.op.logs()?;
     ensure!(
         op_log.contains("connected to the provider's runner"),
@@ -164,6 +168,12 @@ fn expect_a_restarted_operator_reuses_the_runner(
     bed: &mut PodsBed,
     first: &str,
 ) -> anyhow::Result<()> {
+    let schema_reads = |bed: &PodsBed| -> anyhow::Result<usize> {
+        let pod = bed.runner_pod()?;
+        let name = pod["metadata"]["name"].as_str().context("pod name")?;
+        Ok(schema_requests(&bed.kubelet.log(NS, name)))
+    };
+    let before = schema_reads(bed)?;
     bed.op.kill()?;
     bed.op.restart()?;
     bed.op.wait_ready(WAIT)?;
@@ -173,6 +183,13 @@ fn expect_a_restarted_operator_reuses_the_runner(
     ensure!(
         pod["metadata"]["uid"] == first,
         "the same runner Pod serves the restarted operator"
+    );
+    // The restarted operator took the schema of the build the runner is locked to from its
+    // cache: the runner was not asked again.
+    let after = schema_reads(bed)?;
+    ensure!(
+        after == before,
+        "GetProviderSchema served {before} times before the restart, {after} after"
     );
     let pods = bed.cp.list_json(NS, "pods")?;
     ensure!(pods.len() == 1, "one runner Pod: {}", pods.len());
@@ -261,4 +278,14 @@ fn expect_deleting_the_provider_config_removes_its_runner(bed: &PodsBed) -> anyh
         bed.kubelet.running()
     );
     Ok(())
+}
+
+/// How many GetProviderSchema requests a runner's provider logged.
+fn schema_requests(log: &str) -> usize {
+    log.lines()
+        .filter(|l| {
+            l.contains("\"tf_rpc\":\"GetProviderSchema\"")
+                && l.contains("\"@message\":\"Received request\"")
+        })
+        .count()
 }

@@ -128,7 +128,13 @@ async fn connect(
         observer: opts.rpc_observer.clone(),
         deadlines: opts.deadlines,
         docs: opts.docs,
-        schema_cache: None,
+        schema_cache: opts
+            .schema_cache
+            .as_deref()
+            .zip(dial.package.as_deref())
+            .map(|(dir, package)| {
+                super::schema_cache::file_for_package(dir, package, located.protocol)
+            }),
     })
 }
 

@@ -52,6 +52,10 @@ pub struct Dial {
     pub locate: Arc<dyn Locate>,
     /// The client certificate the runner accepts (the operator's, shared by its replicas).
     pub identity: Arc<ClientIdentity>,
+    /// What names the exact build the runner serves (a digest of the package hashes it is
+    /// locked to): its schema answer is cached under it, as a local binary's is under its
+    /// content. None: not cached.
+    pub package: Option<String>,
 }
 
 impl std::fmt::Debug for Dial {

@@ -33,6 +33,13 @@ pub fn file_for(dir: &Path, binary: &Path, protocol: u32) -> Option<PathBuf> {
     Some(dir.join(format!("{hash:016x}-v{protocol}.pb")))
 }
 
+/// The cache file of the build `package` names (a digest of the hashes a runner is locked
+/// to), spoken to in `protocol`, in `dir`: the `pods` placement's, whose binary is not here.
+pub fn file_for_package(dir: &Path, package: &str, protocol: u32) -> PathBuf {
+    let hash = kraken_kit::hash::fnv1a(format!("package:{package}").as_bytes());
+    dir.join(format!("{hash:016x}-v{protocol}.pb"))
+}
+
 /// The answer stored in `file`, if there is a readable one.
 pub fn load(file: &Path) -> Option<SchemaParts> {
     // One buffer: the types the store keeps are slices of it.

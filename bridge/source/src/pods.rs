@@ -257,6 +257,7 @@ impl RunnerPods {
             named_account: named.is_some(),
             role_arn,
         };
+        let package = package_id(&provider);
         let locate = Arc::new(Self {
             client: client.clone(),
             settings: settings.clone(),
@@ -265,7 +266,11 @@ impl RunnerPods {
             runner,
             ensured: Mutex::new(None),
         });
-        Ok(Dial { locate, identity })
+        Ok(Dial {
+            locate,
+            identity,
+            package,
+        })
     }
 
     /// Write the runner's objects (at most every [`ENSURE_EVERY`]): the template's digest
@@ -429,6 +434,23 @@ impl Locate for RunnerPods {
             Err(seen.join("; "))
         }
     }
+}
+
+/// What names the build a runner of `provider` serves: its address, version and the hashes
+/// the runner is locked to (it refuses to start without them). None without hashes.
+fn package_id(provider: &Provider) -> Option<String> {
+    let status = provider.status.as_ref()?;
+    if status.hashes.is_empty() {
+        return None;
+    }
+    let mut hashes = status.hashes.clone();
+    hashes.sort();
+    Some(format!(
+        "{}@{}:{}",
+        status.address.as_deref().unwrap_or_default(),
+        status.version.as_deref().unwrap_or_default(),
+        hashes.join(",")
+    ))
 }
 
 /// A Pod's IP when it is Ready and not going away; else what it is doing.

@@ -75,6 +75,7 @@ pub fn serve(binary: &Path, protocol: u32, writable: &Path) -> anyhow::Result<Se
     Ok(Served {
         child,
         dial: Dial {
+            package: None,
             locate: Arc::new(Fixed(located)),
             identity: Arc::new(operator),
         },

@@ -100,23 +100,7 @@ async fn connect(
         .connect_with_connector(connector)
         .await
         .map_err(|e| kraken_kit::errors::chain(&e))?;
-    let (kill_tx, kill_rx) = oneshot::channel::<()>();
-    let on_kill = exit_tx.clone();
-    tokio::spawn(async move {
-        if kill_rx.await.is_ok() {
-            let _ = on_kill.send(Some("disconnected from its runner".into()));
-        }
-    });
-    let (_, stderr_closed) = watch::channel(true);
-    let process = Arc::new(Process {
-        pid: None,
-        exit,
-        kill: Mutex::new(Some(kill_tx)),
-        stderr_tail: Arc::default(),
-        stderr_closed,
-        shutdown_grace: opts.shutdown_grace,
-        remote: true,
-    });
+    let process = remote_process(opts, (exit_tx, exit));
     info!(provider = %opts.name, address = %located.address, runner = %located.instance, protocol = located.protocol, "connected to the provider's runner");
     Ok(PluginClient {
         protocol: located.protocol,
@@ -135,6 +119,33 @@ async fn connect(
             .map(|(dir, package)| {
                 super::schema_cache::file_for_package(dir, package, located.protocol)
             }),
+    })
+}
+
+/// The "process" of a dialed client: it exits when the connection ends (`exit`), and killing
+/// it only disconnects (the runner is shared).
+fn remote_process(
+    opts: &LaunchOptions,
+    (exit_tx, exit): (
+        Arc<watch::Sender<Option<String>>>,
+        watch::Receiver<Option<String>>,
+    ),
+) -> Arc<Process> {
+    let (kill_tx, kill_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        if kill_rx.await.is_ok() {
+            let _ = exit_tx.send(Some("disconnected from its runner".into()));
+        }
+    });
+    let (_, stderr_closed) = watch::channel(true);
+    Arc::new(Process {
+        pid: None,
+        exit,
+        kill: Mutex::new(Some(kill_tx)),
+        stderr_tail: Arc::default(),
+        stderr_closed,
+        shutdown_grace: opts.shutdown_grace,
+        remote: true,
     })
 }
 

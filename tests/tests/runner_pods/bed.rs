@@ -157,6 +157,24 @@ impl PodsBed {
         })
     }
 
+    /// ServiceAccount `account` of the namespace, annotated with cloud role `role`, and the
+    /// Namespace's annotation allowing `allowed` (comma-separated) for runners.
+    pub fn account_with_role(
+        &self,
+        account: &str,
+        role: &str,
+        allowed: &str,
+    ) -> anyhow::Result<()> {
+        self.cp
+            .kubectl(&["-n", NS, "create", "serviceaccount", account])?;
+        let role = format!("eks.amazonaws.com/role-arn={role}");
+        self.cp
+            .kubectl(&["-n", NS, "annotate", "serviceaccount", account, &role])?;
+        let allowed = format!("kraken.dev/runner-service-accounts={allowed}");
+        self.cp.kubectl(&["annotate", "namespace", NS, &allowed])?;
+        Ok(())
+    }
+
     /// The runner's one Pod, Running.
     pub fn runner_pod(&self) -> anyhow::Result<Value> {
         self.runner_pod_of(RUNNER)

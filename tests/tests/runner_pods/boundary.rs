@@ -65,22 +65,7 @@ pub fn expect_the_operators_files_out_of_reach(bed: &PodsBed) -> anyhow::Result<
 /// here nothing), the projected web-identity token and AWS_ROLE_ARN.
 pub fn expect_an_allowed_account_is_the_runners_identity(bed: &PodsBed) -> anyhow::Result<()> {
     let account = "team-a-cloud";
-    bed.cp
-        .kubectl(&["-n", NS, "create", "serviceaccount", account])?;
-    bed.cp.kubectl(&[
-        "-n",
-        NS,
-        "annotate",
-        "serviceaccount",
-        account,
-        &format!("eks.amazonaws.com/role-arn={ROLE}"),
-    ])?;
-    bed.cp.kubectl(&[
-        "annotate",
-        "namespace",
-        NS,
-        &format!("kraken.dev/runner-service-accounts=kraken-runner, {account}"),
-    ])?;
+    bed.account_with_role(account, ROLE, &format!("kraken-runner, {account}"))?;
     let pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",
         "metadata": {"name": "cloud", "namespace": NS},
         "spec": {"providerRef": {"name": "fixture"}, "config": {"ledgerDir": bed.ledger()},

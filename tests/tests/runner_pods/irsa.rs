@@ -34,22 +34,7 @@ pub fn operator_env() -> Vec<(String, String)> {
 
 pub fn expect_the_runner_acts_as_its_role(bed: &PodsBed, moto: &Moto) -> anyhow::Result<()> {
     install_aws(bed)?;
-    bed.cp
-        .kubectl(&["-n", NS, "create", "serviceaccount", ACCOUNT])?;
-    bed.cp.kubectl(&[
-        "-n",
-        NS,
-        "annotate",
-        "serviceaccount",
-        ACCOUNT,
-        &format!("eks.amazonaws.com/role-arn={ROLE}"),
-    ])?;
-    bed.cp.kubectl(&[
-        "annotate",
-        "namespace",
-        NS,
-        &format!("kraken.dev/runner-service-accounts={ACCOUNT}"),
-    ])?;
+    bed.account_with_role(ACCOUNT, ROLE, ACCOUNT)?;
     let endpoint = moto.endpoint();
     // No credentials in the configuration: the runner's environment has the role and token.
     let pc = json!({"apiVersion": "core.kraken.dev/v1alpha1", "kind": "ProviderConfig",

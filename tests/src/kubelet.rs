@@ -18,8 +18,10 @@
 //!   under a volume's `mountPath` is rewritten to that directory (the process has no mount
 //!   namespace);
 //! - `$(VAR)` in `command` and `args` is the container's variable, as a kubelet expands it;
-//! - each Pod has an address of its own on loopback (`podIP` 127.1.x.y, also in `fieldRef:
-//!   status.podIP`), so two Pods may serve on the same port;
+//! - each Pod has an address of its own on loopback (`podIP` 127.b.x.y, also in `fieldRef:
+//!   status.podIP`), so two Pods may serve on the same port; `b` is a block this kubelet holds
+//!   a lock on for its life, so the kubelets of tests running side by side (in one process or
+//!   many) never hand out the same address;
 //! - the Pod's status says Running and Ready once the process started;
 //!   a process that exits is started again (the Pod's `restartCount` counts it);
 //! - a Pod being deleted has its process stopped (SIGTERM, then SIGKILL after its grace
@@ -91,6 +93,8 @@ pub struct TestKubelet {
     /// and a provider makes its socket in its work volume, as its container's short mount
     /// paths allow).
     _volumes: tempfile::TempDir,
+    /// The lock on this kubelet's address block (released when the kubelet is dropped).
+    _block: std::fs::File,
     table: Table,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -121,6 +125,7 @@ impl TestKubelet {
         let kubeconfig = cp.kubeconfig().to_path_buf();
         let api_server = api_server_of(&kubeconfig)?;
         let ca = cp.run_dir().join("pki").join("ca.crt");
+        let (block, block_file) = claim_address_block()?;
         let table: Table = Arc::default();
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -131,6 +136,7 @@ impl TestKubelet {
             api_server,
             ca,
             table: table.clone(),
+            block,
             addresses: Default::default(),
         };
         let thread = std::thread::Builder::new()
@@ -171,6 +177,7 @@ impl TestKubelet {
         Ok(Self {
             pods_dir,
             _volumes: volumes,
+            _block: block_file,
             table,
             stop: Some(stop),
             thread: Some(thread),
@@ -208,6 +215,31 @@ impl TestKubelet {
     }
 }
 
+/// A second octet for this kubelet's Pod addresses that no other live kubelet on this machine
+/// has: the first of 1..=254 whose lock file this process can lock. The lock goes with the file
+/// (also when the process dies), so a crashed test leaves no block taken.
+fn claim_address_block() -> anyhow::Result<(u8, std::fs::File)> {
+    let dir = std::env::temp_dir().join("kraken-test-kubelet");
+    std::fs::create_dir_all(&dir)?;
+    for block in 1..=254u8 {
+        let path = dir.join(format!("127.{block}.lock"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => return Ok((block, file)),
+            Err(std::fs::TryLockError::WouldBlock) => continue,
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()));
+            }
+        }
+    }
+    anyhow::bail!("every test kubelet address block (127.1-254) is taken")
+}
+
 fn api_server_of(kubeconfig: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(kubeconfig)?;
     text.lines()
@@ -224,17 +256,19 @@ struct NodeLoop {
     api_server: String,
     ca: PathBuf,
     table: Table,
+    /// The second octet of this kubelet's addresses.
+    block: u8,
     /// Pod addresses handed out so far.
     addresses: std::sync::atomic::AtomicU32,
 }
 
 impl NodeLoop {
-    /// A loopback address no other Pod of this kubelet has: 127.1.x.y, y in 2..=251.
+    /// A loopback address no other Pod has: 127.b.x.y, y in 2..=251.
     fn next_ip(&self) -> String {
         let n = self
             .addresses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("127.1.{}.{}", (n / 250) % 256, n % 250 + 2)
+        format!("127.{}.{}.{}", self.block, (n / 250) % 256, n % 250 + 2)
     }
 
     async fn run(self, client: kube::Client) {
@@ -450,4 +484,21 @@ async fn stop(mut child: Child, grace: Duration) {
     }
     kill_group(&child, "KILL");
     let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claim_address_block;
+
+    #[test]
+    fn two_kubelets_alive_at_once_hold_different_address_blocks() -> anyhow::Result<()> {
+        let (a, held) = claim_address_block()?;
+        let (b, _b_held) = claim_address_block()?;
+        assert_ne!(a, b, "a block held by one kubelet is not handed to another");
+        drop(held);
+        // A released block is free again; the held one still is not.
+        let (c, _c_held) = claim_address_block()?;
+        assert_ne!(c, b);
+        Ok(())
+    }
 }

@@ -261,6 +261,17 @@ impl ControlPlane {
             self.apply_in_chunks(&files)
                 .with_context(|| format!("installing the CRDs in {}", dir.display()))?;
         }
+        self.established_count(label)
+    }
+
+    /// Install the CRDs of `files` and wait until they are Established; how many CRDs
+    /// labelled `label` there are then.
+    pub fn install_crd_files(&self, files: &[PathBuf], label: &str) -> anyhow::Result<usize> {
+        self.apply_in_chunks(files).context("installing the CRDs")?;
+        self.established_count(label)
+    }
+
+    fn established_count(&self, label: &str) -> anyhow::Result<usize> {
         self.wait_established(label, "1800s")?;
         let names = self.kubectl(&["get", "crd", "-l", label, "-o", "name"])?;
         Ok(names.lines().count())
@@ -268,17 +279,30 @@ impl ControlPlane {
 
     /// `kubectl apply --server-side` of `files`, split over [`APPLY_CHUNKS`] processes.
     fn apply_in_chunks(&self, files: &[PathBuf]) -> anyhow::Result<()> {
-        let per_chunk = files.len().div_ceil(APPLY_CHUNKS);
+        self.server_side_apply(files, &[])
+    }
+
+    /// What the API server says of `files` (CRDs or any object) without storing them: a
+    /// server-side dry-run apply, which runs its admission and validation (for a CRD: the
+    /// structural schema, CEL compilation and cost) in [`APPLY_CHUNKS`] processes. An object
+    /// it refuses is an error naming it.
+    pub fn dry_run_apply(&self, files: &[PathBuf]) -> anyhow::Result<()> {
+        self.server_side_apply(files, &["--dry-run=server"])
+    }
+
+    fn server_side_apply(&self, files: &[PathBuf], extra: &[&str]) -> anyhow::Result<()> {
+        let per_chunk = files.len().div_ceil(APPLY_CHUNKS).max(1);
         std::thread::scope(|scope| {
             let handles: Vec<_> = files
                 .chunks(per_chunk)
                 .map(|chunk| {
                     scope.spawn(move || {
-                        let mut args = vec![
-                            "apply".to_owned(),
-                            "--server-side".to_owned(),
-                            "--field-manager=kraken-test".to_owned(),
-                        ];
+                        let mut args: Vec<String> = ["apply", "--server-side"]
+                            .iter()
+                            .chain(extra)
+                            .map(|a| (*a).to_owned())
+                            .collect();
+                        args.push("--field-manager=kraken-test".to_owned());
                         for file in chunk {
                             args.push("-f".to_owned());
                             args.push(file.to_string_lossy().into_owned());

@@ -30,7 +30,8 @@
 //! per build and level; Terraform runs once per level), `KRAKEN_BENCH_AWS_DELETE=1`.
 //! `KRAKEN_BENCH_SMOKE=1`: one object per type, one tag change per side and kind of apply, no
 //! queue change (each waits about 25 s in the provider's own propagation check, for either
-//! tool; the tag change goes through the same code), both levels.
+//! tool; the tag change goes through the same code), the first level only (each level is a
+//! fresh bed: a second one runs the same code).
 
 #[path = "aws/kraken.rs"]
 mod kraken;
@@ -84,7 +85,7 @@ impl Config {
             changes: knob("KRAKEN_BENCH_AWS_CHANGES", 10, 1)?,
             queue_changes: knob("KRAKEN_BENCH_AWS_QUEUE_CHANGES", 4, 0)?,
             tf_changes: knob("KRAKEN_BENCH_AWS_TF_CHANGES", 3, 1)?,
-            levels: knobs::levels()?,
+            levels: knobs::levels_on_fresh_beds()?,
             gogc: Gogc::from_env()?,
             delete: std::env::var("KRAKEN_BENCH_AWS_DELETE").is_ok_and(|v| v == "1"),
         };

@@ -78,6 +78,17 @@ pub fn levels() -> anyhow::Result<Vec<usize>> {
     positive_list(PARALLELISM, DEFAULT_LEVELS)
 }
 
+/// [`levels`] for a bench that starts a fresh bed at every level: in the smoke mode only the
+/// first (unless `KRAKEN_BENCH_PARALLELISM` is set), since a second level on a bed of its own
+/// runs no code the first did not.
+pub fn levels_on_fresh_beds() -> anyhow::Result<Vec<usize>> {
+    let mut levels = levels()?;
+    if smoke() && std::env::var_os(PARALLELISM).is_none() {
+        levels.truncate(1);
+    }
+    Ok(levels)
+}
+
 /// Fails when a knob that no longer exists is set, naming what replaced it: a stale
 /// `KRAKEN_BENCH_CONCURRENCY=64` must not silently run the new defaults.
 pub fn retired(knobs: &[(&str, &str)]) -> anyhow::Result<()> {
